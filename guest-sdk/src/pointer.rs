@@ -1,0 +1,64 @@
+//! JSON Pointer building (RFC 6901) for `json-pointer` locators, on the
+//! `jsonptr` library.
+
+use jsonptr::PointerBuf;
+
+/// The pointer to the member reached by `tokens`, escaped per RFC 6901
+/// (`~` → `~0`, `/` → `~1`). No tokens give `""`, the whole document.
+///
+/// ```
+/// use pilotage_guest_sdk::pointer::pointer;
+/// assert_eq!(pointer(["steps", "0", "capability"]), "/steps/0/capability");
+/// assert_eq!(pointer(["with", "a/b"]), "/with/a~1b");
+/// assert_eq!(pointer::<[&str; 0], &str>([]), "");
+/// ```
+pub fn pointer<I, T>(tokens: I) -> String
+where
+    I: IntoIterator<Item = T>,
+    T: AsRef<str>,
+{
+    PointerBuf::from_tokens(tokens.into_iter().map(|token| token.as_ref().to_owned())).to_string()
+}
+
+/// A pointer under construction, for walking nested programs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Path {
+    tokens: Vec<String>,
+}
+
+impl Path {
+    /// The whole document.
+    pub fn root() -> Path {
+        Path::default()
+    }
+
+    /// This path extended by one member name or index.
+    pub fn at(&self, token: impl ToString) -> Path {
+        let mut tokens = self.tokens.clone();
+        tokens.push(token.to_string());
+        Path { tokens }
+    }
+
+    /// The RFC 6901 text.
+    pub fn pointer(&self) -> String {
+        pointer(&self.tokens)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_reserved_characters() {
+        assert_eq!(pointer(["a~b", "c/d"]), "/a~0b/c~1d");
+    }
+
+    #[test]
+    fn paths_extend_without_changing_the_parent() {
+        let steps = Path::root().at("steps");
+        assert_eq!(steps.at(2).at("with").pointer(), "/steps/2/with");
+        assert_eq!(steps.pointer(), "/steps");
+        assert_eq!(Path::root().pointer(), "");
+    }
+}

@@ -1,0 +1,481 @@
+//! The workflow/v1 document: parsing a JSON program into steps, with a
+//! diagnostic for every malformed part (the parser keeps going, so one
+//! validation reports every finding).
+
+use pilotage_guest_sdk::Diagnostic;
+use pilotage_guest_sdk::diag::{error_at, with_hint};
+use pilotage_guest_sdk::hints::hint;
+use pilotage_guest_sdk::pointer::Path;
+use serde_json::{Map, Value};
+
+use crate::codes;
+use crate::expr::{Condition, ParseProblem, PathExpr, Template, parse_condition, parse_path, parse_template};
+
+/// A parsed workflow document.
+#[derive(Clone, Debug, Default)]
+pub struct Program {
+    /// The declared input parameters, when the program declares `input`.
+    pub input: Option<Vec<InputParam>>,
+    /// Top-level steps.
+    pub steps: Vec<Step>,
+    /// The output mapping.
+    pub output: Option<(Template, Path)>,
+}
+
+/// One declared input parameter: `"name": "type"` or `"name": "type?"`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InputParam {
+    /// Member name in `input`.
+    pub name: String,
+    /// One of [`INPUT_TYPES`].
+    pub type_name: String,
+    /// False when declared with a trailing `?`.
+    pub required: bool,
+}
+
+/// The closed set of input parameter types.
+pub const INPUT_TYPES: [&str; 7] = ["string", "number", "integer", "boolean", "object", "array", "any"];
+
+/// One step.
+#[derive(Clone, Debug)]
+pub struct Step {
+    /// Program step identifier.
+    pub id: String,
+    /// Pointer to the step object.
+    pub path: Path,
+    /// What the step does.
+    pub kind: StepKind,
+}
+
+/// The closed set of step kinds.
+pub const STEP_KINDS: [&str; 4] = ["call", "set", "branch", "for_each"];
+
+/// What a step does.
+#[derive(Clone, Debug)]
+pub enum StepKind {
+    /// Invoke a callable catalog entry.
+    Call {
+        /// The entry id.
+        capability: String,
+        /// The argument template (absent means `{}`).
+        with: Option<Template>,
+    },
+    /// Compute a pure value.
+    Set {
+        /// The value template.
+        value: Template,
+    },
+    /// Choose an arm.
+    Branch {
+        /// The condition.
+        condition: Condition,
+        /// Steps run when the condition holds (arm `then`).
+        then_steps: Vec<Step>,
+        /// Steps run otherwise (arm `else`).
+        else_steps: Vec<Step>,
+    },
+    /// Run a body once per element of a list.
+    ForEach {
+        /// The list.
+        over: Option<PathExpr>,
+        /// The loop variable's name (default `item`).
+        var: String,
+        /// The body.
+        body: Vec<Step>,
+        /// Collected per iteration into the loop's output (default: the
+        /// element itself).
+        collect: Option<Template>,
+    },
+}
+
+/// Members each kind accepts, besides `id`, `kind` and `description`.
+fn members_of(kind: &str) -> &'static [&'static str] {
+    match kind {
+        "call" => &["capability", "with"],
+        "set" => &["value"],
+        "branch" => &["if", "then", "else"],
+        "for_each" => &["over", "as", "do", "collect"],
+        _ => &[],
+    }
+}
+
+const COMMON_MEMBERS: [&str; 3] = ["id", "kind", "description"];
+const PROGRAM_MEMBERS: [&str; 4] = ["input", "steps", "output", "description"];
+
+/// Parses `document` (JSON text). Returns the program and the findings;
+/// the program is usable for further checks even with findings.
+pub fn parse(document: &str) -> (Program, Vec<Diagnostic>) {
+    let mut diagnostics = Vec::new();
+    let value: Value = match serde_json::from_str(document) {
+        Ok(value) => value,
+        Err(error) => {
+            diagnostics.push(error_at(codes::MALFORMED_PROGRAM, "", format!("the program is not JSON: {error}")));
+            return (Program::default(), diagnostics);
+        }
+    };
+    let Some(map) = value.as_object() else {
+        diagnostics.push(error_at(
+            codes::MALFORMED_PROGRAM,
+            "",
+            "a workflow is a JSON object with 'steps' (and optionally 'input' and 'output')",
+        ));
+        return (Program::default(), diagnostics);
+    };
+    let root = Path::root();
+    for key in map.keys() {
+        if !PROGRAM_MEMBERS.contains(&key.as_str()) {
+            let diagnostic = error_at(
+                codes::MALFORMED_PROGRAM,
+                root.at(key).pointer(),
+                format!("'{key}' is not a member of a workflow (members: input, steps, output, description)"),
+            );
+            diagnostics.push(with_hint(diagnostic, hint(key, PROGRAM_MEMBERS)));
+        }
+    }
+    let input = map.get("input").and_then(|declaration| parse_input(declaration, &root.at("input"), &mut diagnostics));
+    let steps = match map.get("steps") {
+        Some(Value::Array(items)) => parse_steps(items, &root.at("steps"), &mut diagnostics),
+        Some(_) => {
+            diagnostics.push(error_at(codes::MALFORMED_PROGRAM, "/steps", "'steps' must be an array of step objects"));
+            Vec::new()
+        }
+        None => {
+            diagnostics.push(error_at(
+                codes::MALFORMED_PROGRAM,
+                "",
+                "a workflow needs 'steps', an array of step objects",
+            ));
+            Vec::new()
+        }
+    };
+    let output = map.get("output").map(|value| {
+        let path = root.at("output");
+        (template(value, &path, &mut diagnostics), path)
+    });
+    (Program { input, steps, output }, diagnostics)
+}
+
+fn parse_input(declaration: &Value, path: &Path, diagnostics: &mut Vec<Diagnostic>) -> Option<Vec<InputParam>> {
+    let Some(map) = declaration.as_object() else {
+        diagnostics.push(error_at(
+            codes::BAD_INPUT_DECLARATION,
+            path.pointer(),
+            "'input' declares parameters as an object: {\"name\": \"type\"}, with '?' after the type for optional ones",
+        ));
+        return None;
+    };
+    let mut params = Vec::new();
+    for (name, type_value) in map {
+        let declared = type_value.as_str().unwrap_or("");
+        let (type_name, required) = match declared.strip_suffix('?') {
+            Some(base) => (base, false),
+            None => (declared, true),
+        };
+        if !INPUT_TYPES.contains(&type_name) {
+            let diagnostic = error_at(
+                codes::BAD_INPUT_DECLARATION,
+                path.at(name).pointer(),
+                format!(
+                    "input '{name}' has type {type_value}; types are string, number, integer, boolean, object, array, any (add '?' for optional)"
+                ),
+            );
+            diagnostics.push(with_hint(diagnostic, hint(type_name, INPUT_TYPES)));
+            continue;
+        }
+        params.push(InputParam { name: name.clone(), type_name: type_name.to_owned(), required });
+    }
+    Some(params)
+}
+
+fn template(value: &Value, path: &Path, diagnostics: &mut Vec<Diagnostic>) -> Template {
+    let mut problems = Vec::new();
+    let parsed = parse_template(value, &mut problems);
+    report(problems, path, codes::BAD_EXPRESSION, diagnostics);
+    parsed
+}
+
+fn report(problems: Vec<ParseProblem>, path: &Path, code: &str, diagnostics: &mut Vec<Diagnostic>) {
+    for ParseProblem { at, message } in problems {
+        let pointer = at.iter().fold(path.clone(), |path, token| path.at(token)).pointer();
+        diagnostics.push(error_at(code, pointer, message));
+    }
+}
+
+fn parse_steps(items: &[Value], path: &Path, diagnostics: &mut Vec<Diagnostic>) -> Vec<Step> {
+    items.iter().enumerate().filter_map(|(index, item)| parse_step(item, &path.at(index), diagnostics)).collect()
+}
+
+fn string_member<'v>(
+    map: &'v Map<String, Value>,
+    name: &str,
+    path: &Path,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<&'v str> {
+    match map.get(name) {
+        Some(Value::String(text)) => Some(text),
+        Some(_) => {
+            diagnostics.push(error_at(
+                codes::MALFORMED_STEP,
+                path.at(name).pointer(),
+                format!("'{name}' must be a string"),
+            ));
+            None
+        }
+        None => {
+            diagnostics.push(error_at(codes::MALFORMED_STEP, path.pointer(), format!("the step needs '{name}'")));
+            None
+        }
+    }
+}
+
+fn step_list(
+    map: &Map<String, Value>,
+    name: &str,
+    required: bool,
+    path: &Path,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Vec<Step> {
+    match map.get(name) {
+        Some(Value::Array(items)) => parse_steps(items, &path.at(name), diagnostics),
+        Some(_) => {
+            diagnostics.push(error_at(
+                codes::MALFORMED_STEP,
+                path.at(name).pointer(),
+                format!("'{name}' must be an array of steps"),
+            ));
+            Vec::new()
+        }
+        None if required => {
+            diagnostics.push(error_at(
+                codes::MALFORMED_STEP,
+                path.pointer(),
+                format!("the step needs '{name}', an array of steps"),
+            ));
+            Vec::new()
+        }
+        None => Vec::new(),
+    }
+}
+
+fn parse_step(value: &Value, path: &Path, diagnostics: &mut Vec<Diagnostic>) -> Option<Step> {
+    let Some(map) = value.as_object() else {
+        diagnostics.push(error_at(codes::MALFORMED_STEP, path.pointer(), "a step is an object with 'id' and 'kind'"));
+        return None;
+    };
+    let id = string_member(map, "id", path, diagnostics).unwrap_or("").to_owned();
+    let kind_name = string_member(map, "kind", path, diagnostics)?;
+    if !STEP_KINDS.contains(&kind_name) {
+        let diagnostic = error_at(
+            codes::UNKNOWN_KIND,
+            path.at("kind").pointer(),
+            format!("unknown step kind '{kind_name}' (kinds: call, set, branch, for_each)"),
+        );
+        diagnostics.push(with_hint(diagnostic, hint(kind_name, STEP_KINDS)));
+        return None;
+    }
+    let allowed: Vec<&str> = COMMON_MEMBERS.iter().chain(members_of(kind_name)).copied().collect();
+    for key in map.keys() {
+        if !allowed.contains(&key.as_str()) {
+            let diagnostic = error_at(
+                codes::MALFORMED_STEP,
+                path.at(key).pointer(),
+                format!("'{key}' is not a member of a '{kind_name}' step (members: {})", allowed.join(", ")),
+            );
+            diagnostics.push(with_hint(diagnostic, hint(key, allowed.iter().copied())));
+        }
+    }
+    if map.get("description").is_some_and(|d| !d.is_string()) {
+        diagnostics.push(error_at(
+            codes::MALFORMED_STEP,
+            path.at("description").pointer(),
+            "'description' must be a string",
+        ));
+    }
+    let kind = match kind_name {
+        "call" => {
+            let capability = string_member(map, "capability", path, diagnostics).unwrap_or("").to_owned();
+            let with = match map.get("with") {
+                Some(value @ Value::Object(_)) => Some(template(value, &path.at("with"), diagnostics)),
+                Some(_) => {
+                    diagnostics.push(error_at(
+                        codes::MALFORMED_STEP,
+                        path.at("with").pointer(),
+                        "'with' must be an object of arguments",
+                    ));
+                    None
+                }
+                None => None,
+            };
+            StepKind::Call { capability, with }
+        }
+        "set" => match map.get("value") {
+            Some(value) => StepKind::Set { value: template(value, &path.at("value"), diagnostics) },
+            None => {
+                diagnostics.push(error_at(codes::MALFORMED_STEP, path.pointer(), "the step needs 'value'"));
+                StepKind::Set { value: Template::Literal(Value::Null) }
+            }
+        },
+        "branch" => {
+            let condition = match map.get("if") {
+                Some(value) => {
+                    let mut problems = Vec::new();
+                    let condition = parse_condition(value, &mut problems);
+                    report(problems, &path.at("if"), codes::BAD_CONDITION, diagnostics);
+                    condition
+                }
+                None => {
+                    diagnostics.push(error_at(
+                        codes::MALFORMED_STEP,
+                        path.pointer(),
+                        "the step needs 'if', a condition",
+                    ));
+                    Condition::Constant(false)
+                }
+            };
+            let then_steps = step_list(map, "then", true, path, diagnostics);
+            let else_steps = step_list(map, "else", false, path, diagnostics);
+            StepKind::Branch { condition, then_steps, else_steps }
+        }
+        _ => {
+            let over = match map.get("over") {
+                Some(Value::String(text)) => match parse_path(text) {
+                    Ok(path_expr) => Some(path_expr),
+                    Err(message) => {
+                        diagnostics.push(error_at(codes::BAD_EXPRESSION, path.at("over").pointer(), message));
+                        None
+                    }
+                },
+                Some(_) => {
+                    diagnostics.push(error_at(
+                        codes::BAD_EXPRESSION,
+                        path.at("over").pointer(),
+                        "'over' must be a path expression naming a list, such as '$.steps.orders.output.items'",
+                    ));
+                    None
+                }
+                None => {
+                    diagnostics.push(error_at(
+                        codes::MALFORMED_STEP,
+                        path.pointer(),
+                        "the step needs 'over', a path expression naming a list",
+                    ));
+                    None
+                }
+            };
+            let var = match map.get("as") {
+                None => "item".to_owned(),
+                Some(Value::String(name)) if is_variable_name(name) => name.clone(),
+                Some(other) => {
+                    diagnostics.push(error_at(
+                        codes::MALFORMED_STEP,
+                        path.at("as").pointer(),
+                        format!("'as' names the loop variable: letters, digits, '_' or '-', not 'input' or 'steps'; found {other}"),
+                    ));
+                    "item".to_owned()
+                }
+            };
+            let body = step_list(map, "do", true, path, diagnostics);
+            let collect = map.get("collect").map(|value| template(value, &path.at("collect"), diagnostics));
+            StepKind::ForEach { over, var, body, collect }
+        }
+    };
+    Some(Step { id, path: path.clone(), kind })
+}
+
+fn is_variable_name(name: &str) -> bool {
+    !name.is_empty()
+        && name != "input"
+        && name != "steps"
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+/// Every step, depth first, in document order.
+pub fn walk(steps: &[Step]) -> Vec<&Step> {
+    let mut all = Vec::new();
+    fn visit<'s>(steps: &'s [Step], all: &mut Vec<&'s Step>) {
+        for step in steps {
+            all.push(step);
+            match &step.kind {
+                StepKind::Branch { then_steps, else_steps, .. } => {
+                    visit(then_steps, all);
+                    visit(else_steps, all);
+                }
+                StepKind::ForEach { body, .. } => visit(body, all),
+                StepKind::Call { .. } | StepKind::Set { .. } => {}
+            }
+        }
+    }
+    visit(steps, &mut all);
+    all
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn codes_of(document: &str) -> Vec<(String, String)> {
+        let (_, diagnostics) = parse(document);
+        diagnostics
+            .into_iter()
+            .map(|d| {
+                let pointer = match d.path {
+                    pilotage_guest_sdk::Locator::Pointer(p) => p,
+                    pilotage_guest_sdk::Locator::Range(_) => String::new(),
+                };
+                (d.code, pointer)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_spec_example_parses_cleanly() {
+        let (program, diagnostics) = parse(
+            r#"{"steps":[{"id":"profile","kind":"call","capability":"cap_read_user_profile","with":{"user_id":"$.input.userId"}}],
+                "output":{"name":"$.steps.profile.output.name"}}"#,
+        );
+        assert!(diagnostics.is_empty(), "{diagnostics:?}");
+        assert_eq!(program.steps.len(), 1);
+        assert!(program.output.is_some());
+    }
+
+    #[test]
+    fn structural_faults_are_located() {
+        assert_eq!(codes_of("[1]"), vec![("malformed_program".into(), "".into())]);
+        assert_eq!(codes_of("{\"steps\": 3}"), vec![("malformed_program".into(), "/steps".into())]);
+        assert_eq!(codes_of("not json"), vec![("malformed_program".into(), "".into())]);
+        assert_eq!(
+            codes_of(r#"{"steps":[{"id":"a","kind":"call","capabilty":"x"}]}"#),
+            vec![("malformed_step".into(), "/steps/0/capabilty".into()), ("malformed_step".into(), "/steps/0".into())]
+        );
+        assert_eq!(
+            codes_of(r#"{"steps":[{"id":"a","kind":"loop"}]}"#),
+            vec![("unknown_kind".into(), "/steps/0/kind".into())]
+        );
+    }
+
+    #[test]
+    fn nested_problems_point_into_arms_and_bodies() {
+        let found = codes_of(
+            r#"{"steps":[{"id":"b","kind":"branch","if":{"eq":[1]},"then":[{"id":"s","kind":"set","value":"$.steps.x"}]}]}"#,
+        );
+        assert_eq!(
+            found,
+            vec![
+                ("bad_condition".into(), "/steps/0/if/eq".into()),
+                ("bad_expression".into(), "/steps/0/then/0/value".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn input_declarations_are_checked() {
+        let (program, diagnostics) =
+            parse(r#"{"input":{"userId":"string","limit":"integer?","bad":"str"},"steps":[]}"#);
+        assert_eq!(diagnostics.len(), 1);
+        assert_eq!(diagnostics[0].code, "bad_input_declaration");
+        assert_eq!(diagnostics[0].hint.as_deref(), Some("close match: string"));
+        let params = program.input.unwrap();
+        assert_eq!(params.len(), 2);
+        assert!(!params.iter().find(|p| p.name == "limit").unwrap().required);
+    }
+}

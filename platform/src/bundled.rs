@@ -1,0 +1,5 @@
+//! The Language components shipped inside the `pilotage` binary, built for
+//! `wasm32-wasip2` by the build script (`platform/build.rs`).
+
+/// The `workflow/v1` Language component.
+pub const WORKFLOW: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/workflow.wasm"));

@@ -1,0 +1,384 @@
+//! The wasmtime engine that runs Language components (ARCHITECTURE.md,
+//! "The Language component"; Part II §10.1 bounded evaluation).
+//!
+//! - [`Engine`]: one wasmtime engine with the component model, fuel, epoch
+//!   interruption and a bounded wasm stack; an epoch ticker thread; the
+//!   linker with the Language imports and a WASI p2 that grants nothing.
+//! - [`Component`]: one loaded Language: compiled (or loaded from the
+//!   on-disk cache), pre-instantiated, and described.
+//! - [`cache`]: the compiled-code cache keyed by (component SHA-256,
+//!   wasmtime version, engine configuration).
+//! - [`host`]: the per-call store data and the host side of the imports.
+//! - [`bounds`]: every bound as a named setting.
+//!
+//! Every call gets a fresh `Store` with fuel, a memory cap and an epoch
+//! deadline; a trap drops the instance, never the process. Failures come
+//! back as [`CallError`], classified so the caller can choose the spec's
+//! channel: a request error during validation, an outcome during
+//! execution.
+
+pub mod bounds;
+pub mod cache;
+pub mod host;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+use wasmtime::component::{HasSelf, Linker};
+use wasmtime::{Config, PoolingAllocationConfig, Store, Trap};
+
+use crate::language::description::LanguageDescription;
+pub use bounds::{Bounds, CallBounds, EPOCH_TICK};
+pub use host::{Effects, HostState, InvokeRefusal};
+
+/// Generated bindings of the `pilotage:language` world.
+#[allow(missing_docs, clippy::all)]
+pub mod bindings {
+    wasmtime::component::bindgen!({
+        path: "../guest-sdk/wit",
+        world: "language",
+    });
+}
+
+use bindings::{Language, LanguagePre};
+
+/// Occurs when the engine cannot be created or a component cannot be
+/// loaded.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// Occurs when wasmtime rejects the engine configuration.
+    #[error("cannot configure the wasm engine: {0}")]
+    Config(String),
+    /// Occurs when the bytes are not a valid WebAssembly component.
+    #[error("not a valid WebAssembly component: {0}")]
+    Compile(String),
+    /// Occurs when the component imports something the platform does not
+    /// grant (a filesystem, sockets, clocks, an unknown interface).
+    #[error("the component needs imports the platform does not grant: {0}")]
+    Imports(String),
+    /// Occurs when `describe` fails or returns something unusable.
+    #[error("the component's describe failed: {0}")]
+    Describe(String),
+    /// Occurs when the compiled-code cache cannot be read or written.
+    #[error("compiled-code cache: {0}")]
+    Cache(String),
+}
+
+/// Why one call into a component did not return normally.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CallError {
+    /// Occurs when the call's wall-time budget ran out.
+    #[error("the wall-time bound of {0} ms was reached")]
+    Timeout(u64),
+    /// Occurs when the call's fuel ran out.
+    #[error("the step bound (fuel) was exhausted")]
+    Fuel,
+    /// Occurs when the component tried to grow its memory past the cap.
+    #[error("the memory bound of {0} bytes was reached")]
+    Memory(u64),
+    /// Occurs when the wasm stack overflowed (unbounded recursion).
+    #[error("the stack bound was reached (recursion too deep)")]
+    Stack,
+    /// Occurs when the component's result exceeds the result-size bound.
+    #[error("the result is {size} bytes, above the bound of {limit} bytes")]
+    ResultTooLarge {
+        /// Bytes returned.
+        size: u64,
+        /// The bound.
+        limit: u64,
+    },
+    /// Occurs when the component trapped (a panic, unreachable, a bad
+    /// memory access) for a reason that is not a bound.
+    #[error("the component trapped: {0}")]
+    Trap(String),
+    /// Occurs when the host itself failed to set up or run the call.
+    #[error("host failure: {0}")]
+    Host(String),
+}
+
+impl CallError {
+    /// Whether this failure is a resource bound being reached (as opposed
+    /// to a fault of the component or of the host).
+    pub fn is_bound(&self) -> bool {
+        matches!(
+            self,
+            CallError::Timeout(_)
+                | CallError::Fuel
+                | CallError::Memory(_)
+                | CallError::Stack
+                | CallError::ResultTooLarge { .. }
+        )
+    }
+}
+
+/// The platform's wasm engine. Cheap to clone.
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<EngineInner>,
+}
+
+struct EngineInner {
+    wasmtime: wasmtime::Engine,
+    linker: Linker<HostState>,
+    bounds: Bounds,
+    cache_dir: Option<PathBuf>,
+    config_key: String,
+}
+
+impl Engine {
+    /// Creates the engine with `bounds`, caching compiled code under
+    /// `cache_dir` when given, and starts the epoch ticker.
+    ///
+    /// # Errors
+    /// [`EngineError::Config`] when wasmtime rejects the configuration.
+    pub fn new(bounds: Bounds, cache_dir: Option<PathBuf>) -> Result<Engine, EngineError> {
+        let mut pool = PoolingAllocationConfig::new();
+        pool.total_component_instances(256)
+            .total_core_instances(1024)
+            .total_memories(512)
+            .total_tables(1024)
+            .total_stacks(0)
+            .max_memory_size(bounds.memory_bytes as usize)
+            .max_component_instance_size(1 << 20)
+            .max_core_instances_per_component(32)
+            .max_memories_per_component(4)
+            .max_tables_per_component(8)
+            .table_elements(20_000);
+        let mut config = Config::new();
+        config
+            .consume_fuel(true)
+            .epoch_interruption(true)
+            .max_wasm_stack(bounds.wasm_stack_bytes as usize)
+            .allocation_strategy(pool);
+        let wasmtime = wasmtime::Engine::new(&config).map_err(|e| EngineError::Config(format!("{e:#}")))?;
+        let mut linker = Linker::new(&wasmtime);
+        host::add_wasi_without_grants(&mut linker).map_err(|e| EngineError::Config(format!("{e:#}")))?;
+        Language::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)
+            .map_err(|e| EngineError::Config(format!("{e:#}")))?;
+        let config_key = cache::config_key(&wasmtime);
+        let weak = wasmtime.weak();
+        std::thread::Builder::new()
+            .name("pilotage-epoch".into())
+            .spawn(move || {
+                while let Some(engine) = weak.upgrade() {
+                    engine.increment_epoch();
+                    drop(engine);
+                    std::thread::sleep(EPOCH_TICK);
+                }
+            })
+            .map_err(|e| EngineError::Config(format!("cannot start the epoch ticker: {e}")))?;
+        Ok(Engine { inner: Arc::new(EngineInner { wasmtime, linker, bounds, cache_dir, config_key }) })
+    }
+
+    /// The key of this engine's compilation settings in the compiled-code
+    /// cache.
+    pub fn config_key(&self) -> &str {
+        &self.inner.config_key
+    }
+
+    /// The bounds every call runs under.
+    pub fn bounds(&self) -> &Bounds {
+        &self.inner.bounds
+    }
+
+    /// Loads a component from its bytes: from the compiled-code cache when
+    /// an artifact for these bytes, this wasmtime and this configuration
+    /// exists, else by compiling (and caching) it; then pre-instantiates it
+    /// and calls `describe`.
+    ///
+    /// # Errors
+    /// [`EngineError`] when the bytes do not compile, the component imports
+    /// what the platform does not grant, or `describe` fails.
+    pub fn load(&self, bytes: &[u8]) -> Result<Component, EngineError> {
+        let sha256 = hex::encode(Sha256::digest(bytes));
+        let (compiled, from_cache) = cache::load_or_compile(
+            &self.inner.wasmtime,
+            self.inner.cache_dir.as_deref(),
+            &self.inner.config_key,
+            &sha256,
+            bytes,
+        )?;
+        let instance_pre =
+            self.inner.linker.instantiate_pre(&compiled).map_err(|e| EngineError::Imports(format!("{e:#}")))?;
+        let pre = LanguagePre::new(instance_pre).map_err(|e| EngineError::Imports(format!("{e:#}")))?;
+        let mut component = Component {
+            engine: self.clone(),
+            pre: Arc::new(pre),
+            sha256,
+            from_cache,
+            description: Arc::new(placeholder_description()),
+        };
+        let described = component
+            .call(CallKind::Validation, host::CallContext::describe(), |language, store| language.call_describe(store))
+            .map_err(|e| EngineError::Describe(e.to_string()))?;
+        component.description = Arc::new(host::description_from_wit(described));
+        Ok(component)
+    }
+
+    /// Loads a component from a file.
+    ///
+    /// # Errors
+    /// As [`Engine::load`], plus [`EngineError::Compile`] when the file
+    /// cannot be read.
+    pub fn load_file(&self, path: &Path) -> Result<Component, EngineError> {
+        let bytes =
+            std::fs::read(path).map_err(|e| EngineError::Compile(format!("cannot read {}: {e}", path.display())))?;
+        self.load(&bytes)
+    }
+}
+
+fn placeholder_description() -> LanguageDescription {
+    host::description_from_wit(bindings::pilotage::language::describe_types::LanguageInfo {
+        name: String::new(),
+        title: String::new(),
+        program_kind: bindings::pilotage::language::describe_types::ProgramKind::Json,
+        program_argument: String::new(),
+        locator: bindings::pilotage::language::describe_types::LocatorDialect::JsonPointer,
+        execution: bindings::pilotage::language::describe_types::ExecutionMode::Immediate,
+        trace: bindings::pilotage::language::describe_types::TraceCeiling::Summary,
+        trace_subprogram: bindings::pilotage::language::describe_types::SubprogramTracing::Opaque,
+        context_schema: None,
+        features: bindings::pilotage::language::describe_types::Features {
+            plan: false,
+            catalog: false,
+            execute: false,
+            test_run: false,
+            promotion: false,
+        },
+        diagnostic_codes: Vec::new(),
+        run_statuses: Vec::new(),
+        step_statuses: Vec::new(),
+        entry_kinds: Vec::new(),
+        risk_levels: Vec::new(),
+        guides: Vec::new(),
+    })
+}
+
+/// Which bounds a call runs under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallKind {
+    /// `describe`, `validate`, `bind-input`.
+    Validation,
+    /// `execute`.
+    Execution,
+}
+
+/// A loaded Language component. Cheap to clone; calls may run
+/// concurrently, each in its own store.
+#[derive(Clone)]
+pub struct Component {
+    engine: Engine,
+    pre: Arc<LanguagePre<HostState>>,
+    sha256: String,
+    from_cache: bool,
+    description: Arc<LanguageDescription>,
+}
+
+impl std::fmt::Debug for Component {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Component").field("name", &self.description.name).field("sha256", &self.sha256).finish()
+    }
+}
+
+/// What one call consumed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CallCost {
+    /// Fuel used (undercounted when the deadline fired).
+    pub fuel: u64,
+    /// Wall time of instantiation and the call.
+    pub wall: Duration,
+}
+
+impl Component {
+    /// What the component declared about itself.
+    pub fn description(&self) -> &LanguageDescription {
+        &self.description
+    }
+
+    /// Shared handle on the description.
+    pub fn description_arc(&self) -> Arc<LanguageDescription> {
+        self.description.clone()
+    }
+
+    /// Lowercase hex SHA-256 of the component's bytes.
+    pub fn sha256(&self) -> &str {
+        &self.sha256
+    }
+
+    /// Whether the compiled code came from the on-disk cache.
+    pub fn loaded_from_cache(&self) -> bool {
+        self.from_cache
+    }
+
+    /// The engine this component runs on.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Runs `f` against a fresh instance in a fresh store under the bounds
+    /// of `kind`, with `context` as the store's call context. Blocking: run
+    /// it on a thread that may block.
+    ///
+    /// # Errors
+    /// [`CallError`] classifying any trap or bound.
+    pub fn call<R>(
+        &self,
+        kind: CallKind,
+        context: host::CallContext,
+        f: impl FnOnce(&Language, &mut Store<HostState>) -> wasmtime::Result<R>,
+    ) -> Result<R, CallError> {
+        self.call_with_state(kind, context, f).0
+    }
+
+    /// Like [`Component::call`], also returning the store's final call
+    /// context (for the host's record of invocations) and the cost.
+    pub fn call_with_state<R>(
+        &self,
+        kind: CallKind,
+        context: host::CallContext,
+        f: impl FnOnce(&Language, &mut Store<HostState>) -> wasmtime::Result<R>,
+    ) -> (Result<R, CallError>, host::CallContext, CallCost) {
+        let bounds = &self.engine.inner.bounds;
+        let call_bounds = match kind {
+            CallKind::Validation => &bounds.validation,
+            CallKind::Execution => &bounds.execution,
+        };
+        let started = std::time::Instant::now();
+        let mut store = Store::new(&self.engine.inner.wasmtime, HostState::new(bounds.memory_bytes, context));
+        store.limiter(|state| &mut state.limits);
+        if let Err(e) = store.set_fuel(call_bounds.fuel) {
+            return (
+                Err(CallError::Host(format!("cannot set fuel: {e:#}"))),
+                store.into_data().call,
+                CallCost::default(),
+            );
+        }
+        store.set_epoch_deadline(call_bounds.epoch_ticks());
+        store.epoch_deadline_trap();
+        let result = self.pre.instantiate(&mut store).and_then(|language| f(&language, &mut store));
+        let fuel = call_bounds.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
+        let cost = CallCost { fuel, wall: started.elapsed() };
+        let memory_denied = store.data().limits.denied;
+        let result = result.map_err(|error| classify(&error, memory_denied, call_bounds, bounds.memory_bytes));
+        (result, store.into_data().call, cost)
+    }
+}
+
+fn classify(error: &wasmtime::Error, memory_denied: bool, call_bounds: &CallBounds, memory_bytes: u64) -> CallError {
+    match error.downcast_ref::<Trap>() {
+        Some(Trap::OutOfFuel) => CallError::Fuel,
+        Some(Trap::Interrupt) => CallError::Timeout(call_bounds.wall_time_ms),
+        Some(Trap::StackOverflow) => CallError::Stack,
+        // A denied memory grow makes the guest's allocator abort; deep
+        // recursion can exhaust the guest's shadow stack in linear memory.
+        Some(_) if memory_denied => CallError::Memory(memory_bytes),
+        Some(Trap::MemoryOutOfBounds) => CallError::Stack,
+        Some(trap) => CallError::Trap(format!("{trap}")),
+        None if memory_denied => CallError::Memory(memory_bytes),
+        None => CallError::Trap(format!("{error:#}")),
+    }
+}

@@ -1,0 +1,488 @@
+//! Execution through a Language component, with containment and the
+//! trace checks the host enforces (Part II §5.8.4, §6.5.4, §6.5.6, §10.1).
+//!
+//! Invariant: the component touches the world only through `invoke`; the
+//! host performs, records and authorizes every invocation, and a Run whose
+//! trace does not match what the host saw is never reported as a success.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use serde_json::Value;
+
+use crate::catalog::CatalogSnapshot;
+use crate::engine::host::{CallContext, Effects, InvokeRefusal, outcome_from_wit};
+use crate::engine::{CallError, CallKind, Component};
+use crate::protocol::catalog::CatalogEntry;
+use crate::protocol::correspondence;
+use crate::protocol::outcome::{ENGINE_FAULT, ERROR, Outcome, RESOURCE_EXHAUSTED, TIMEOUT};
+use crate::protocol::plan::Plan;
+use crate::protocol::trace::{Decision, Trace, TraceLevel, TraceStep};
+
+use super::validation::Program;
+
+/// Performs invocations of callable catalog entries for a Run. Blocking;
+/// called on the Run's own thread.
+pub trait Invoker: Send + Sync {
+    /// Invokes `entry` with `input`.
+    ///
+    /// # Errors
+    /// A message when the entry fails (transport error, HTTP error status,
+    /// timeout, output that is not JSON).
+    fn invoke(&self, entry: &CatalogEntry, input: &Value) -> Result<Value, String>;
+}
+
+/// One invocation the host performed, in order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Invocation {
+    /// The trace step id the component gave.
+    pub step_id: String,
+    /// The entry invoked.
+    pub entry_id: String,
+    /// The input sent.
+    pub input: Value,
+    /// The output, or the failure message.
+    pub result: Result<Value, String>,
+    /// Duration in milliseconds.
+    pub t_ms: u64,
+}
+
+/// Why the host refused an invocation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Violation {
+    /// The entry is not in the validated plan or references (containment).
+    OutsidePlan(String),
+    /// The entry is not visible to the caller at execution time.
+    NotVisible(String),
+    /// The invocation bound was reached.
+    TooManyInvocations(u32),
+}
+
+/// What a Run records as it goes; shared between the effects handed to
+/// the component and the pipeline.
+#[derive(Debug, Default)]
+pub struct RunRecord {
+    /// Every invocation performed.
+    pub invocations: Vec<Invocation>,
+    /// Every refusal.
+    pub violations: Vec<Violation>,
+}
+
+/// The effects of one Run: containment, authorization at execution time,
+/// the invocation bound, and the record.
+pub struct RunEffects {
+    allowed: BTreeSet<String>,
+    catalog: CatalogSnapshot,
+    invoker: Arc<dyn Invoker>,
+    record: Arc<Mutex<RunRecord>>,
+    max_invocations: u32,
+    max_bytes: u64,
+}
+
+impl RunEffects {
+    fn refuse(&self, violation: Violation, message: String) -> Result<String, InvokeRefusal> {
+        if let Ok(mut record) = self.record.lock() {
+            record.violations.push(violation);
+        }
+        Err(InvokeRefusal::Refused(message))
+    }
+}
+
+impl Effects for RunEffects {
+    fn invoke(&mut self, step_id: &str, entry_id: &str, input: &str) -> Result<String, InvokeRefusal> {
+        if !self.allowed.contains(entry_id) {
+            return self.refuse(
+                Violation::OutsidePlan(entry_id.to_owned()),
+                format!("'{entry_id}' is not part of the validated program"),
+            );
+        }
+        let Some(entry) = self.catalog.get(entry_id).cloned() else {
+            return self.refuse(Violation::NotVisible(entry_id.to_owned()), format!("'{entry_id}' does not exist"));
+        };
+        let count = self.record.lock().map(|r| r.invocations.len()).unwrap_or(0) as u32;
+        if count >= self.max_invocations {
+            return self.refuse(
+                Violation::TooManyInvocations(self.max_invocations),
+                format!("the Run reached its bound of {} invocations", self.max_invocations),
+            );
+        }
+        let started = Instant::now();
+        let result = if input.len() as u64 > self.max_bytes {
+            Err(format!("the input is {} bytes; the bound is {} bytes", input.len(), self.max_bytes))
+        } else {
+            match serde_json::from_str::<Value>(input) {
+                Ok(input) => self.invoker.invoke(&entry, &input),
+                Err(error) => Err(format!("the component sent input that is not JSON: {error}")),
+            }
+        };
+        let result = result.and_then(|output| {
+            let size = output.to_string().len() as u64;
+            if size > self.max_bytes {
+                Err(format!("the output is {size} bytes; the bound is {} bytes", self.max_bytes))
+            } else {
+                Ok(output)
+            }
+        });
+        let t_ms = started.elapsed().as_millis() as u64;
+        let parsed_input = serde_json::from_str(input).unwrap_or(Value::Null);
+        if let Ok(mut record) = self.record.lock() {
+            record.invocations.push(Invocation {
+                step_id: step_id.to_owned(),
+                entry_id: entry_id.to_owned(),
+                input: parsed_input,
+                result: result.clone(),
+                t_ms,
+            });
+        }
+        result.map(|output| output.to_string()).map_err(InvokeRefusal::Failed)
+    }
+}
+
+/// What an execution needs.
+pub struct ExecutionRequest<'a> {
+    /// The validated program.
+    pub program: &'a Program,
+    /// The Run's input.
+    pub input: Option<&'a Value>,
+    /// The validation context.
+    pub context: Option<&'a Value>,
+    /// The validated plan (for containment and correspondence).
+    pub plan: Option<&'a Plan>,
+    /// The validated references (containment when there is no plan).
+    pub references: &'a [String],
+    /// The caller's visible catalog at execution time.
+    pub catalog: CatalogSnapshot,
+    /// Who performs invocations.
+    pub invoker: Arc<dyn Invoker>,
+    /// `test_run` requested.
+    pub test_run: bool,
+    /// Deploy mode requested.
+    pub deploy: bool,
+    /// The Run's id.
+    pub run_id: &'a str,
+}
+
+/// The result of a started Run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Execution {
+    /// The Run's outcome.
+    pub outcome: Outcome,
+    /// Its output, only when `outcome.ok`.
+    pub output: Option<Value>,
+    /// The full trace (the host derives lower levels).
+    pub trace: Trace,
+    /// Every invocation the host performed.
+    pub invocations: Vec<Invocation>,
+    /// Contract breaches found (empty for an honest engine).
+    pub faults: Vec<String>,
+    /// Fuel used.
+    pub fuel: u64,
+}
+
+/// Executes a validated program. Never fails: every failure of a started
+/// Run is an outcome with `ok: false` and the trace the host can stand
+/// behind (Part II §6.5.6, Part IV §10).
+pub fn execute(component: &Component, request: ExecutionRequest<'_>) -> Execution {
+    let description = component.description();
+    let bounds = component.engine().bounds();
+    let mut allowed: BTreeSet<String> = request.references.iter().cloned().collect();
+    if let Some(plan) = request.plan {
+        allowed.extend(plan.calls().into_iter().map(str::to_owned));
+    }
+    let record = Arc::new(Mutex::new(RunRecord::default()));
+    let effects = RunEffects {
+        allowed,
+        catalog: request.catalog.clone(),
+        invoker: request.invoker.clone(),
+        record: record.clone(),
+        max_invocations: bounds.invocations_per_run,
+        max_bytes: bounds.invocation_bytes,
+    };
+    let run_request = crate::engine::bindings::RunRequest {
+        program: request.program.text().to_owned(),
+        input: request.input.map(Value::to_string),
+        context: request.context.map(Value::to_string),
+        test_run: request.test_run,
+        deploy: request.deploy,
+    };
+    let (result, _, cost) = component.call_with_state(
+        CallKind::Execution,
+        CallContext::execution(request.catalog.clone(), Box::new(effects)),
+        |language, store| language.call_execute(store, &run_request),
+    );
+    let record = std::mem::take(&mut *record.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
+    let host_trace = |_: &Outcome| host_trace(request.run_id, &record.invocations);
+
+    let result = match result {
+        Ok(result) => result,
+        Err(error) => {
+            let status = match &error {
+                CallError::Timeout(_) => TIMEOUT,
+                CallError::Fuel | CallError::Memory(_) | CallError::Stack | CallError::ResultTooLarge { .. } => {
+                    RESOURCE_EXHAUSTED
+                }
+                CallError::Trap(_) => ENGINE_FAULT,
+                CallError::Host(_) => ERROR,
+            };
+            let outcome = Outcome::failure(status, format!("the Run was stopped: {error}"));
+            return Execution {
+                trace: host_trace(&outcome),
+                outcome,
+                output: None,
+                invocations: record.invocations,
+                faults: vec![error.to_string()],
+                fuel: cost.fuel,
+            };
+        }
+    };
+
+    let mut faults = Vec::new();
+    let size = run_result_size(&result);
+    if size > bounds.result_bytes {
+        let outcome = Outcome::failure(
+            RESOURCE_EXHAUSTED,
+            format!("the Run's result is {size} bytes, above the bound of {} bytes", bounds.result_bytes),
+        );
+        return Execution {
+            trace: host_trace(&outcome),
+            outcome,
+            output: None,
+            invocations: record.invocations,
+            faults: vec!["result too large".into()],
+            fuel: cost.fuel,
+        };
+    }
+    let mut steps = Vec::with_capacity(result.steps.len());
+    for step in result.steps {
+        match trace_step_from_wit(step) {
+            Ok(step) => steps.push(step),
+            Err(problem) => faults.push(problem),
+        }
+    }
+    let mut outcome = outcome_from_wit(result.outcome);
+    if !outcome.is_consistent() {
+        faults.push(format!("outcome '{}' pairs ok={} with error={:?}", outcome.status, outcome.ok, outcome.error));
+    }
+    if description.run_status(&outcome.status).is_none() {
+        faults.push(format!("run status '{}' is not in the Language's closed set", outcome.status));
+    }
+    let output = match result.output.map(|text| serde_json::from_str::<Value>(&text)) {
+        Some(Ok(value)) => Some(value),
+        Some(Err(error)) => {
+            faults.push(format!("the output is not JSON: {error}"));
+            None
+        }
+        None => None,
+    };
+    for violation in &record.violations {
+        match violation {
+            Violation::OutsidePlan(entry) => {
+                faults.push(format!("it tried to invoke '{entry}', which is outside its validated program"))
+            }
+            Violation::NotVisible(entry) => {
+                faults.push(format!("it tried to invoke '{entry}', which the caller cannot see"))
+            }
+            Violation::TooManyInvocations(_) => {}
+        }
+    }
+    faults.extend(calls_mismatch(&steps, &record.invocations));
+    if let Some(plan) = request.plan
+        && !request.deploy
+    {
+        let succeeded = outcome.ok;
+        faults.extend(
+            correspondence::check(plan, &steps, succeeded)
+                .into_iter()
+                .map(|m| format!("plan–trace correspondence: {m}")),
+        );
+    }
+    // Control-flow entries never carry input or output (Part II §5.8).
+    for step in &mut steps {
+        if step.is_control_flow() {
+            step.input = None;
+            step.output = None;
+        }
+    }
+
+    let exhausted = record.violations.iter().any(|v| matches!(v, Violation::TooManyInvocations(_)));
+    let stats = result.stats.and_then(|text| serde_json::from_str(&text).ok());
+    if !faults.is_empty() {
+        tracing::warn!(language = %description.name, run_id = request.run_id, faults = ?faults, "engine fault: the Run is failed");
+        let outcome = Outcome::failure(
+            ENGINE_FAULT,
+            format!("the Language engine broke the platform's contract: {}", faults.join("; ")),
+        );
+        return Execution {
+            trace: host_trace(&outcome),
+            outcome,
+            output: None,
+            invocations: record.invocations,
+            faults,
+            fuel: cost.fuel,
+        };
+    }
+    if exhausted {
+        outcome = Outcome::failure(
+            RESOURCE_EXHAUSTED,
+            format!("the Run reached its bound of {} invocations", bounds.invocations_per_run),
+        );
+    }
+    let output = if outcome.ok { output } else { None };
+    Execution {
+        trace: Trace { run_id: request.run_id.to_owned(), level: TraceLevel::Full, steps, stats },
+        outcome,
+        output,
+        invocations: record.invocations,
+        faults,
+        fuel: cost.fuel,
+    }
+}
+
+fn run_result_size(result: &crate::engine::bindings::RunResult) -> u64 {
+    let steps: usize = result
+        .steps
+        .iter()
+        .map(|s| {
+            s.id.len()
+                + s.input.as_ref().map_or(0, String::len)
+                + s.output.as_ref().map_or(0, String::len)
+                + s.decisions.iter().map(|d| d.at.len() + d.took.len() + d.because.len()).sum::<usize>()
+                + 64
+        })
+        .sum();
+    (steps + result.output.as_ref().map_or(0, String::len)) as u64
+}
+
+fn trace_step_from_wit(
+    step: crate::engine::bindings::pilotage::language::run_types::TraceStep,
+) -> Result<TraceStep, String> {
+    let parse = |what: &str, text: Option<String>| -> Result<Option<Value>, String> {
+        text.map(|text| {
+            serde_json::from_str(&text).map_err(|e| format!("trace step '{}' {what} is not JSON: {e}", step.id))
+        })
+        .transpose()
+    };
+    Ok(TraceStep {
+        input: parse("input", step.input.clone())?,
+        output: parse("output", step.output.clone())?,
+        outcome: outcome_from_wit(step.outcome),
+        t_ms: step.t_ms,
+        decisions: step
+            .decisions
+            .into_iter()
+            .map(|d| Decision { at: d.at, took: d.took, because: d.because })
+            .collect(),
+        calls: step.calls,
+        id: step.id,
+    })
+}
+
+/// Differences between the calls a trace claims and the invocations the
+/// host performed: a hidden call, an invented call, or a call attributed to
+/// another step (matched as multisets of (step id, entry)).
+pub fn calls_mismatch(steps: &[TraceStep], invocations: &[Invocation]) -> Vec<String> {
+    let mut performed: Vec<(&str, &str)> =
+        invocations.iter().map(|i| (i.step_id.as_str(), i.entry_id.as_str())).collect();
+    let mut problems = Vec::new();
+    for step in steps {
+        let Some(calls) = step.calls.as_deref() else { continue };
+        // A step that names a call but was never invoked is allowed only
+        // when it failed before invoking (its outcome says so).
+        match performed.iter().position(|(id, entry)| *id == step.id && *entry == calls) {
+            Some(index) => {
+                performed.remove(index);
+            }
+            None if !step.outcome.ok && step.output.as_ref().is_none_or(Value::is_null) => {}
+            None => problems
+                .push(format!("its trace claims step '{}' called '{calls}', which the host never invoked", step.id)),
+        }
+    }
+    for (id, entry) in performed {
+        problems.push(format!("it invoked '{entry}' for step '{id}' and its trace does not show it"));
+    }
+    problems
+}
+
+/// The trace the host can vouch for when the component's own trace is
+/// missing or untrustworthy: one entry per invocation it performed.
+pub fn host_trace(run_id: &str, invocations: &[Invocation]) -> Trace {
+    let steps = invocations
+        .iter()
+        .map(|invocation| TraceStep {
+            id: invocation.step_id.clone(),
+            calls: Some(invocation.entry_id.clone()),
+            input: Some(invocation.input.clone()),
+            output: Some(invocation.result.clone().unwrap_or(Value::Null)),
+            outcome: match &invocation.result {
+                Ok(_) => Outcome::success(),
+                Err(message) => Outcome::failure(ERROR, message.clone()),
+            },
+            t_ms: Some(invocation.t_ms),
+            decisions: Vec::new(),
+        })
+        .collect();
+    Trace {
+        run_id: run_id.to_owned(),
+        level: TraceLevel::Full,
+        steps,
+        stats: Some(serde_json::json!({"recorded_by": "host"})),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn invocation(step: &str, entry: &str) -> Invocation {
+        Invocation {
+            step_id: step.into(),
+            entry_id: entry.into(),
+            input: Value::Null,
+            result: Ok(Value::Null),
+            t_ms: 0,
+        }
+    }
+
+    fn step(id: &str, calls: Option<&str>) -> TraceStep {
+        TraceStep {
+            id: id.into(),
+            calls: calls.map(Into::into),
+            input: None,
+            output: Some(Value::Null),
+            outcome: Outcome::success(),
+            t_ms: None,
+            decisions: vec![],
+        }
+    }
+
+    #[test]
+    fn matching_calls_pass() {
+        assert!(
+            calls_mismatch(
+                &[step("a", Some("x")), step("b#1", Some("y"))],
+                &[invocation("a", "x"), invocation("b#1", "y")]
+            )
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn hidden_and_invented_calls_are_found() {
+        let hidden = calls_mismatch(&[], &[invocation("a", "x")]);
+        assert_eq!(hidden.len(), 1);
+        assert!(hidden[0].contains("does not show"));
+        let invented = calls_mismatch(&[step("a", Some("x"))], &[]);
+        assert!(invented[0].contains("never invoked"));
+        let moved = calls_mismatch(&[step("b", Some("x"))], &[invocation("a", "x")]);
+        assert_eq!(moved.len(), 2);
+    }
+
+    #[test]
+    fn a_step_that_failed_before_invoking_may_name_its_call() {
+        let mut failed = step("a", Some("x"));
+        failed.outcome = Outcome::failure("error", "input resolved to nothing");
+        failed.output = None;
+        assert!(calls_mismatch(&[failed], &[]).is_empty());
+    }
+}

@@ -1,0 +1,32 @@
+//! Pilotage Platform: a multi-tenant MCP server implementing the Pilotage
+//! extension (`io.github.jafarsa0/pilotage`, version 1.1), hosting each
+//! Language as a WebAssembly component.
+//!
+//! The platform owns the protocol; the component owns the language.
+//! Dependencies point one way: [`protocol`] (pure types and rules) ←
+//! [`catalog`], [`engine`], [`language`] (domain) ← the edges.
+//!
+//! - [`protocol`]: every Pilotage shape and rule, no IO;
+//! - [`catalog`]: visible snapshots and `catalog_version`;
+//! - [`engine`]: wasmtime, bounds, the compiled-code cache, host imports;
+//! - [`language`]: descriptions, the lint, validation and execution with
+//!   the host's guarantees;
+//! - [`run`]: invoking catalog entries over HTTP;
+//! - [`demo_world`]: the demo capability service;
+//! - [`bundled`]: the Languages shipped inside the binary.
+//!
+//! ```no_run
+//! use pilotage_platform::engine::{Bounds, Engine};
+//! let engine = Engine::new(Bounds::default(), None).unwrap();
+//! let workflow = engine.load(pilotage_platform::bundled::WORKFLOW).unwrap();
+//! assert_eq!(workflow.description().name, "workflow/v1");
+//! ```
+#![deny(unsafe_code)]
+
+pub mod bundled;
+pub mod catalog;
+pub mod demo_world;
+pub mod engine;
+pub mod language;
+pub mod protocol;
+pub mod run;

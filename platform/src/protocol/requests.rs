@@ -1,0 +1,116 @@
+//! Requests and responses of validate, execute and trace fetch
+//! (Part II §6.4–§6.6, Part III §4.4).
+//!
+//! Request types here carry raw strings where an unrecognized value must
+//! reach the Pilotage handler and become a request error rather than a
+//! carrier error (Part III §4.6): `trace_level` and `mode` are strings.
+
+use serde::{Deserialize, Serialize};
+
+use super::diagnostic::Diagnostic;
+use super::outcome::Outcome;
+use super::plan::Plan;
+use super::trace::Trace;
+
+/// A validate response (Part II §6.4).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ValidateResponse {
+    /// Exactly the validity rule over `diagnostics`.
+    pub valid: bool,
+    /// Always present; empty means no findings.
+    pub diagnostics: Vec<Diagnostic>,
+    /// Present for catalog-bearing Languages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catalog_version: Option<String>,
+    /// Present when `plan` is declared and `valid` is true.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<Plan>,
+    /// Referenced entries, when there is a catalog but no plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub references: Option<Vec<String>>,
+}
+
+/// An execute request's reserved members (Part II §6.5, Part III §4.4).
+/// The program itself travels under the Language's declared argument name
+/// and is carried here as `program`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ExecuteRequest {
+    /// Inline program.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "super::present")]
+    pub program: Option<serde_json::Value>,
+    /// Promoted program reference.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub program_ref: Option<String>,
+    /// Program input.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "super::present")]
+    pub input: Option<serde_json::Value>,
+    /// Validation context.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "super::present")]
+    pub context: Option<serde_json::Value>,
+    /// `none`, `summary` or `full`; anything else is `invalid_request`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_level: Option<String>,
+    /// Drift token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_catalog_version: Option<String>,
+    /// Idempotency key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+    /// Test-run selector.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_run: Option<bool>,
+    /// Retention override.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<bool>,
+    /// `immediate` or `deploy`, for `execution: both` Languages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+}
+
+/// An execute response (Part II §6.5).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ExecuteResponse {
+    /// Present for every Run, refused ones included.
+    pub run_id: String,
+    /// The Run's outcome.
+    pub outcome: Outcome,
+    /// The result, only when `outcome.ok`.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "super::present")]
+    pub output: Option<serde_json::Value>,
+    /// Present when the status is `validation_error`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diagnostics: Option<Vec<Diagnostic>>,
+    /// Present for a started Run at effective level summary or full.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<Trace>,
+}
+
+/// A trace-fetch request (Part II §6.6).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TraceFetchRequest {
+    /// The Run.
+    pub run_id: String,
+    /// `summary` or `full`; `none` and anything else is `invalid_request`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_level: Option<String>,
+    /// Narration question, where `narrate` is declared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question: Option<String>,
+}
+
+/// A trace-fetch response (Part II §6.6).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TraceFetchResponse {
+    /// The Run.
+    pub run_id: String,
+    /// Its outcome.
+    pub outcome: Outcome,
+    /// Its output, where retained.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "super::present")]
+    pub output: Option<serde_json::Value>,
+    /// The stored trace at the returned level.
+    pub trace: Trace,
+    /// Server prose, where `narrate` is declared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub narration: Option<String>,
+}

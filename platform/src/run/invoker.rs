@@ -1,0 +1,82 @@
+//! Invoking callable catalog entries bound to HTTP endpoints: `POST` the
+//! input as JSON, read JSON back, within a timeout and a size cap.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::language::execution::Invoker;
+use crate::protocol::catalog::CatalogEntry;
+
+/// Where a callable entry is served.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HttpBinding {
+    /// The endpoint; the entry's input is POSTed here as JSON.
+    pub url: String,
+    /// Timeout in milliseconds (capped by the platform's
+    /// `invocation_timeout_ms`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
+/// Invokes entries over HTTP. Blocking: it runs on the Run's own thread
+/// and drives the request on the server's runtime.
+pub struct HttpInvoker {
+    client: reqwest::Client,
+    runtime: tokio::runtime::Handle,
+    bindings: Arc<BTreeMap<String, HttpBinding>>,
+    max_timeout: Duration,
+    max_bytes: u64,
+}
+
+impl HttpInvoker {
+    /// An invoker for `bindings` (entry id → binding).
+    pub fn new(
+        client: reqwest::Client,
+        runtime: tokio::runtime::Handle,
+        bindings: Arc<BTreeMap<String, HttpBinding>>,
+        max_timeout: Duration,
+        max_bytes: u64,
+    ) -> HttpInvoker {
+        HttpInvoker { client, runtime, bindings, max_timeout, max_bytes }
+    }
+
+    async fn call(&self, binding: &HttpBinding, input: &Value) -> Result<Value, String> {
+        let timeout =
+            binding.timeout_ms.map(Duration::from_millis).map_or(self.max_timeout, |t| t.min(self.max_timeout));
+        let response = self.client.post(&binding.url).json(input).timeout(timeout).send().await.map_err(|error| {
+            if error.is_timeout() {
+                format!("no answer within {} ms", timeout.as_millis())
+            } else {
+                format!("the service is unreachable: {error}")
+            }
+        })?;
+        let status = response.status();
+        let mut body = Vec::new();
+        let mut response = response;
+        while let Some(chunk) = response.chunk().await.map_err(|error| format!("reading the answer failed: {error}"))? {
+            body.extend_from_slice(&chunk);
+            if body.len() as u64 > self.max_bytes {
+                return Err(format!("the answer is larger than {} bytes", self.max_bytes));
+            }
+        }
+        if !status.is_success() {
+            let text = String::from_utf8_lossy(&body);
+            let snippet: String = text.chars().take(300).collect();
+            return Err(format!("HTTP {}: {snippet}", status.as_u16()));
+        }
+        serde_json::from_slice(&body).map_err(|error| format!("the answer is not JSON: {error}"))
+    }
+}
+
+impl Invoker for HttpInvoker {
+    fn invoke(&self, entry: &CatalogEntry, input: &Value) -> Result<Value, String> {
+        let Some(binding) = self.bindings.get(&entry.id) else {
+            return Err(format!("'{}' has no HTTP binding", entry.id));
+        };
+        self.runtime.block_on(self.call(binding, input))
+    }
+}

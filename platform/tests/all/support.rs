@@ -1,0 +1,122 @@
+//! Shared helpers: the spec's files, schema validation, engines and
+//! components.
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use pilotage_platform::catalog::CatalogSnapshot;
+use pilotage_platform::engine::{Bounds, CallBounds, Component, Engine};
+use pilotage_platform::protocol::catalog::CatalogEntry;
+use serde_json::Value;
+
+/// The specification folder: `PILOTAGE_SPEC_DIR`, else `../shared/spec`
+/// beside the workspace, else `/work/shared/spec`.
+pub fn spec_dir() -> PathBuf {
+    if let Ok(dir) = std::env::var("PILOTAGE_SPEC_DIR") {
+        return PathBuf::from(dir);
+    }
+    let beside = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/spec");
+    if beside.is_dir() {
+        return beside;
+    }
+    let fixed = PathBuf::from("/work/shared/spec");
+    assert!(
+        fixed.is_dir(),
+        "the Pilotage spec folder was not found; set PILOTAGE_SPEC_DIR to the folder holding pilotage.schema.json"
+    );
+    fixed
+}
+
+/// The shared JSON Schema document.
+pub fn schema_document() -> &'static Value {
+    static DOCUMENT: OnceLock<Value> = OnceLock::new();
+    DOCUMENT.get_or_init(|| {
+        let text =
+            std::fs::read_to_string(spec_dir().join("pilotage.schema.json")).expect("pilotage.schema.json is readable");
+        serde_json::from_str(&text).expect("pilotage.schema.json is JSON")
+    })
+}
+
+/// Errors of `value` against `$defs/<name>` of the shared schema.
+pub fn schema_errors(name: &str, value: &Value) -> Vec<String> {
+    let mut document = schema_document().clone();
+    assert!(document["$defs"].get(name).is_some(), "the schema has no $defs/{name}");
+    document["$ref"] = Value::String(format!("#/$defs/{name}"));
+    let validator = jsonschema::validator_for(&document).expect("the schema compiles");
+    validator.iter_errors(value).map(|error| format!("{} at {}", error, error.instance_path())).collect()
+}
+
+/// Asserts that `value` validates against `$defs/<name>`.
+pub fn assert_schema(name: &str, value: &Value) {
+    let errors = schema_errors(name, value);
+    assert!(errors.is_empty(), "{name} rejects {value}: {errors:?}");
+}
+
+/// Bounds small enough for tests to hit quickly.
+pub fn test_bounds() -> Bounds {
+    Bounds {
+        validation: CallBounds { fuel: 500_000_000, wall_time_ms: 2_000 },
+        execution: CallBounds { fuel: 2_000_000_000, wall_time_ms: 5_000 },
+        memory_bytes: 32 << 20,
+        ..Bounds::default()
+    }
+}
+
+/// One engine for the test binary.
+pub fn engine() -> &'static Engine {
+    static ENGINE: OnceLock<Engine> = OnceLock::new();
+    ENGINE.get_or_init(|| Engine::new(test_bounds(), None).expect("the engine starts"))
+}
+
+/// The bundled workflow component.
+pub fn workflow() -> &'static Component {
+    static COMPONENT: OnceLock<Component> = OnceLock::new();
+    COMPONENT.get_or_init(|| engine().load(pilotage_platform::bundled::WORKFLOW).expect("workflow loads"))
+}
+
+/// The hostile test component's bytes.
+pub const HOSTILE: &[u8] = include_bytes!(concat!(env!("PILOTAGE_GUEST_DIR"), "/hostile.wasm"));
+
+/// The demo catalog's entries.
+pub fn demo_entries() -> Vec<CatalogEntry> {
+    let file: Value = serde_json::from_str(include_str!("../../demo/catalog.json")).expect("demo catalog is JSON");
+    file["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .map(|e| serde_json::from_value(e.clone()).expect("an entry"))
+        .collect()
+}
+
+/// A snapshot of the demo catalog.
+pub fn demo_catalog() -> CatalogSnapshot {
+    CatalogSnapshot::hashed(demo_entries())
+}
+
+/// An invoker answering from a function, recording nothing itself.
+pub struct FnInvoker<F>(pub F);
+
+impl<F> pilotage_platform::language::execution::Invoker for FnInvoker<F>
+where
+    F: Fn(&CatalogEntry, &Value) -> Result<Value, String> + Send + Sync,
+{
+    fn invoke(&self, entry: &CatalogEntry, input: &Value) -> Result<Value, String> {
+        (self.0)(entry, input)
+    }
+}
+
+/// An invoker that answers every call with `{"ok": true}` plus a profile
+/// for `cap_read_user_profile` and two orders for `cap_list_orders`.
+pub fn demo_invoker() -> Arc<dyn pilotage_platform::language::execution::Invoker> {
+    Arc::new(FnInvoker(|entry: &CatalogEntry, input: &Value| {
+        Ok(match entry.id.as_str() {
+            "cap_read_user_profile" => {
+                serde_json::json!({"id": input["user_id"], "name": "Amira Hassan", "email": "amira@example.com", "tier": "gold"})
+            }
+            "cap_list_orders" => {
+                serde_json::json!({"orders": [{"id": "o-1", "total": 120.5, "status": "pending"}, {"id": "o-2", "total": 35, "status": "shipped"}]})
+            }
+            _ => serde_json::json!({"ok": true}),
+        })
+    }))
+}

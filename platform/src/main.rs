@@ -195,6 +195,8 @@ fn language_check(args: CheckArgs) -> Result<ExitCode> {
                             references: &validated.references,
                             catalog,
                             invoker: Arc::new(ExampleInvoker { examples }),
+                            statements: &validated.statements,
+                            data_source: None,
                             test_run: false,
                             deploy: false,
                             run_id: &run_id,

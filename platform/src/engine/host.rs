@@ -44,6 +44,17 @@ pub trait Effects: Send {
         Err(InvokeRefusal::Refused("no data source is configured for this Language".into()))
     }
 
+    /// Ends the Run's effects once the host has decided its outcome:
+    /// commits a data-source transaction when `succeeded`, else rolls it
+    /// back.
+    ///
+    /// # Errors
+    /// A message when the commit fails.
+    fn finish(&mut self, succeeded: bool) -> Result<(), String> {
+        let _ = succeeded;
+        Ok(())
+    }
+
     /// Milliseconds since the Unix epoch.
     fn now_ms(&self) -> u64 {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
@@ -93,6 +104,11 @@ impl CallContext {
     /// For `validate` and `bind-input`: a catalog, no effects.
     pub fn validation(catalog: CatalogSnapshot) -> CallContext {
         CallContext { catalog, effects: None, logs: Vec::new(), logs_dropped: 0 }
+    }
+
+    /// The effects of this call, if it may have any.
+    pub fn call_effects(&mut self) -> Option<&mut (dyn Effects + 'static)> {
+        self.effects.as_deref_mut()
     }
 
     /// For `execute`: a catalog and effects.

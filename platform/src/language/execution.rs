@@ -12,7 +12,7 @@ use std::time::Instant;
 use serde_json::Value;
 
 use crate::catalog::CatalogSnapshot;
-use crate::engine::host::{CallContext, Effects, InvokeRefusal, outcome_from_wit};
+use crate::engine::host::{CallContext, Effects, InvokeRefusal, SqlResult, outcome_from_wit};
 use crate::engine::{CallError, CallKind, Component};
 use crate::protocol::catalog::CatalogEntry;
 use crate::protocol::correspondence;
@@ -31,6 +31,45 @@ pub trait Invoker: Send + Sync {
     /// A message when the entry fails (transport error, HTTP error status,
     /// timeout, output that is not JSON).
     fn invoke(&self, entry: &CatalogEntry, input: &Value) -> Result<Value, String>;
+}
+
+/// A data source a Run's statements execute on (Part II §6.5.4: only
+/// validated statements ever reach it). One session is one transaction.
+pub trait DataSource: Send + Sync {
+    /// Opens a session for one Run: a transaction, read-only when
+    /// `read_only` (the validated plan only reads).
+    ///
+    /// # Errors
+    /// A message when no connection can be had.
+    fn begin(&self, read_only: bool) -> Result<Box<dyn SqlSession>, String>;
+}
+
+/// One Run's transaction on a data source. Dropped without `commit`, it
+/// rolls back.
+pub trait SqlSession: Send {
+    /// Runs one statement with positional parameters (a JSON array).
+    ///
+    /// # Errors
+    /// The database's message; the session must then be rolled back.
+    fn query(&mut self, statement: &str, params: &Value) -> Result<SqlResult, String>;
+    /// Commits the transaction.
+    ///
+    /// # Errors
+    /// The database's message.
+    fn commit(self: Box<Self>) -> Result<(), String>;
+    /// Rolls the transaction back.
+    fn rollback(self: Box<Self>);
+}
+
+/// One statement the host ran for a Run, in order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StatementRun {
+    /// The trace step id the component gave.
+    pub step_id: String,
+    /// The statement text.
+    pub statement: String,
+    /// Rows returned or changed, or the failure.
+    pub result: Result<u64, String>,
 }
 
 /// One invocation the host performed, in order.
@@ -57,6 +96,8 @@ pub enum Violation {
     NotVisible(String),
     /// The invocation bound was reached.
     TooManyInvocations(u32),
+    /// A statement that was not validated (containment).
+    UnvalidatedStatement(String),
 }
 
 /// What a Run records as it goes; shared between the effects handed to
@@ -65,6 +106,8 @@ pub enum Violation {
 pub struct RunRecord {
     /// Every invocation performed.
     pub invocations: Vec<Invocation>,
+    /// Every statement run.
+    pub statements: Vec<StatementRun>,
     /// Every refusal.
     pub violations: Vec<Violation>,
 }
@@ -73,6 +116,11 @@ pub struct RunRecord {
 /// the invocation bound, and the record.
 pub struct RunEffects {
     allowed: BTreeSet<String>,
+    statements: Vec<String>,
+    data_source: Option<Arc<dyn DataSource>>,
+    read_only: bool,
+    session: Option<Box<dyn SqlSession>>,
+    session_failed: bool,
     catalog: CatalogSnapshot,
     invoker: Arc<dyn Invoker>,
     record: Arc<Mutex<RunRecord>>,
@@ -81,7 +129,7 @@ pub struct RunEffects {
 }
 
 impl RunEffects {
-    fn refuse(&self, violation: Violation, message: String) -> Result<String, InvokeRefusal> {
+    fn refuse<T>(&self, violation: Violation, message: String) -> Result<T, InvokeRefusal> {
         if let Ok(mut record) = self.record.lock() {
             record.violations.push(violation);
         }
@@ -137,6 +185,62 @@ impl Effects for RunEffects {
         }
         result.map(|output| output.to_string()).map_err(InvokeRefusal::Failed)
     }
+
+    fn sql_query(&mut self, step_id: &str, statement: &str, params: &str) -> Result<SqlResult, InvokeRefusal> {
+        if !self.statements.iter().any(|validated| validated == statement) {
+            let shown: String = statement.chars().take(80).collect();
+            return self.refuse(
+                Violation::UnvalidatedStatement(shown.clone()),
+                format!("the statement '{shown}' is not one the program was validated with"),
+            );
+        }
+        let Some(data_source) = self.data_source.clone() else {
+            return Err(InvokeRefusal::Refused("no data source is configured for this Language".into()));
+        };
+        if self.session_failed {
+            return Err(InvokeRefusal::Refused("the Run's transaction already failed and was rolled back".into()));
+        }
+        if self.session.is_none() {
+            self.session = Some(data_source.begin(self.read_only).map_err(InvokeRefusal::Failed)?);
+        }
+        let params: Value = serde_json::from_str(params)
+            .map_err(|e| InvokeRefusal::Refused(format!("parameters are not JSON: {e}")))?;
+        let session = self.session.as_mut().expect("opened above");
+        let result = session.query(statement, &params);
+        if let Ok(mut record) = self.record.lock() {
+            record.statements.push(StatementRun {
+                step_id: step_id.to_owned(),
+                statement: statement.to_owned(),
+                result: result.as_ref().map(|r| r.rows_matched).map_err(Clone::clone),
+            });
+        }
+        if result.is_err() {
+            self.session_failed = true;
+            if let Some(session) = self.session.take() {
+                session.rollback();
+            }
+        }
+        result.map_err(InvokeRefusal::Failed)
+    }
+
+    fn finish(&mut self, succeeded: bool) -> Result<(), String> {
+        self.end_session(succeeded)
+    }
+}
+
+impl RunEffects {
+    /// Ends the Run's transaction: commits when the Run succeeded, else
+    /// rolls back.
+    fn end_session(&mut self, succeeded: bool) -> Result<(), String> {
+        match self.session.take() {
+            Some(session) if succeeded => session.commit(),
+            Some(session) => {
+                session.rollback();
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
 }
 
 /// What an execution needs.
@@ -155,6 +259,10 @@ pub struct ExecutionRequest<'a> {
     pub catalog: CatalogSnapshot,
     /// Who performs invocations.
     pub invoker: Arc<dyn Invoker>,
+    /// The validated statements (data-source Languages).
+    pub statements: &'a [String],
+    /// Where statements run, for data-source Languages.
+    pub data_source: Option<Arc<dyn DataSource>>,
     /// `test_run` requested.
     pub test_run: bool,
     /// Deploy mode requested.
@@ -184,7 +292,6 @@ pub struct Execution {
 /// Run is an outcome with `ok: false` and the trace the host can stand
 /// behind (Part II §6.5.6, Part IV §10).
 pub fn execute(component: &Component, request: ExecutionRequest<'_>) -> Execution {
-    let description = component.description();
     let bounds = component.engine().bounds();
     let mut allowed: BTreeSet<String> = request.references.iter().cloned().collect();
     if let Some(plan) = request.plan {
@@ -193,6 +300,11 @@ pub fn execute(component: &Component, request: ExecutionRequest<'_>) -> Executio
     let record = Arc::new(Mutex::new(RunRecord::default()));
     let effects = RunEffects {
         allowed,
+        statements: request.statements.to_vec(),
+        data_source: request.data_source.clone(),
+        read_only: request.plan.is_some_and(|plan| plan.max_risk_hints.read_only),
+        session: None,
+        session_failed: false,
         catalog: request.catalog.clone(),
         invoker: request.invoker.clone(),
         record: record.clone(),
@@ -206,12 +318,34 @@ pub fn execute(component: &Component, request: ExecutionRequest<'_>) -> Executio
         test_run: request.test_run,
         deploy: request.deploy,
     };
-    let (result, _, cost) = component.call_with_state(
+    let (result, mut context, cost) = component.call_with_state(
         CallKind::Execution,
         CallContext::execution(request.catalog.clone(), Box::new(effects)),
         |language, store| language.call_execute(store, &run_request),
     );
     let record = std::mem::take(&mut *record.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
+    let mut execution = assess(component, &request, result, record, cost.fuel);
+    // Effects end only once the host has judged the Run: a data-source
+    // transaction commits only for a success it stands behind.
+    if let Some(effects) = context.call_effects()
+        && let Err(error) = effects.finish(execution.outcome.ok)
+    {
+        execution.outcome = Outcome::failure(ERROR, format!("the Run's transaction could not be committed: {error}"));
+        execution.output = None;
+    }
+    execution
+}
+
+/// Judges what the component returned against what the host saw.
+fn assess(
+    component: &Component,
+    request: &ExecutionRequest<'_>,
+    result: Result<crate::engine::bindings::RunResult, CallError>,
+    record: RunRecord,
+    fuel: u64,
+) -> Execution {
+    let description = component.description();
+    let bounds = component.engine().bounds();
     let host_trace = |_: &Outcome| host_trace(request.run_id, &record.invocations);
 
     let result = match result {
@@ -232,7 +366,7 @@ pub fn execute(component: &Component, request: ExecutionRequest<'_>) -> Executio
                 output: None,
                 invocations: record.invocations,
                 faults: vec![error.to_string()],
-                fuel: cost.fuel,
+                fuel: fuel,
             };
         }
     };
@@ -250,7 +384,7 @@ pub fn execute(component: &Component, request: ExecutionRequest<'_>) -> Executio
             output: None,
             invocations: record.invocations,
             faults: vec!["result too large".into()],
-            fuel: cost.fuel,
+            fuel: fuel,
         };
     }
     let mut steps = Vec::with_capacity(result.steps.len());
@@ -282,6 +416,9 @@ pub fn execute(component: &Component, request: ExecutionRequest<'_>) -> Executio
             }
             Violation::NotVisible(entry) => {
                 faults.push(format!("it tried to invoke '{entry}', which the caller cannot see"))
+            }
+            Violation::UnvalidatedStatement(statement) => {
+                faults.push(format!("it tried to run '{statement}', which is not a validated statement"))
             }
             Violation::TooManyInvocations(_) => {}
         }
@@ -319,7 +456,7 @@ pub fn execute(component: &Component, request: ExecutionRequest<'_>) -> Executio
             output: None,
             invocations: record.invocations,
             faults,
-            fuel: cost.fuel,
+            fuel: fuel,
         };
     }
     if exhausted {
@@ -335,7 +472,7 @@ pub fn execute(component: &Component, request: ExecutionRequest<'_>) -> Executio
         output,
         invocations: record.invocations,
         faults,
-        fuel: cost.fuel,
+        fuel: fuel,
     }
 }
 

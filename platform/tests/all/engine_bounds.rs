@@ -56,6 +56,8 @@ fn execute_on(component: &Component, text: &str) -> Execution {
             references: &validated.references,
             catalog: catalog(),
             invoker: Arc::new(FnInvoker(|_: &CatalogEntry, _: &Value| Ok(json!({"ok": true})))),
+            statements: &validated.statements,
+            data_source: None,
             test_run: false,
             deploy: false,
             run_id: "run_test",

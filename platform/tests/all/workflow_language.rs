@@ -41,6 +41,8 @@ fn run_with(value: Value, input: Option<Value>, invoker: Arc<dyn Invoker>) -> Ex
             references: &validated.references,
             catalog: demo_catalog(),
             invoker,
+            statements: &validated.statements,
+            data_source: None,
             test_run: false,
             deploy: false,
             run_id: "run_test",

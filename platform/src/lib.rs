@@ -23,10 +23,23 @@
 //! ```
 #![deny(unsafe_code)]
 
+/// Installs the process-wide TLS crypto provider (ring) used by every
+/// HTTP client of the platform. Idempotent; call before building a client.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 pub mod bundled;
 pub mod catalog;
+pub mod config;
 pub mod demo_world;
 pub mod engine;
+pub mod http;
 pub mod language;
+pub mod mcp;
+pub mod operations;
 pub mod protocol;
 pub mod run;
+pub mod server;
+pub mod service;
+pub mod store;

@@ -31,9 +31,133 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the MCP server (Streamable HTTP at /mcp, or stdio).
+    Serve(ServeArgs),
+    /// Apply database migrations and exit.
+    Migrate(ServeArgs),
+    /// Run only the demo capability service (profiles, orders, outbox).
+    DemoWorld {
+        /// Where to listen.
+        #[arg(long, default_value = "127.0.0.1:8481")]
+        listen: std::net::SocketAddr,
+    },
     /// Tools for Language authors.
     #[command(subcommand)]
     Language(LanguageCommand),
+}
+
+/// Server settings as flags and `PILOTAGE_*` variables; each overrides the
+/// settings file, which overrides the defaults.
+#[derive(Args, Clone, Debug, Default)]
+struct ServeArgs {
+    /// A TOML settings file.
+    #[arg(long, env = "PILOTAGE_CONFIG")]
+    config: Option<PathBuf>,
+    /// Where /mcp listens, ADDR:PORT.
+    #[arg(long, env = "PILOTAGE_LISTEN")]
+    listen: Option<std::net::SocketAddr>,
+    /// Folder for the SQLite file and the compiled-code cache.
+    #[arg(long, env = "PILOTAGE_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// sqlite:PATH or postgres://…
+    #[arg(long, env = "PILOTAGE_DATABASE_URL")]
+    database_url: Option<String>,
+    /// Load the demo tenant, the bundled Languages and the demo capability
+    /// service (the default; --demo=false to disable).
+    #[arg(long, env = "PILOTAGE_DEMO", num_args = 0..=1, default_missing_value = "true")]
+    demo: Option<bool>,
+    /// The externally visible base URL.
+    #[arg(long, env = "PILOTAGE_PUBLIC_URL")]
+    public_url: Option<String>,
+    /// Accepted Host header values (repeatable).
+    #[arg(long = "allowed-host", env = "PILOTAGE_ALLOWED_HOSTS", value_delimiter = ',')]
+    allowed_hosts: Vec<String>,
+    /// Accepted browser origins (repeatable).
+    #[arg(long = "allowed-origin", env = "PILOTAGE_ALLOWED_ORIGINS", value_delimiter = ',')]
+    allowed_origins: Vec<String>,
+    /// Run retention: none, session, or an ISO 8601 duration.
+    #[arg(long, env = "PILOTAGE_RETENTION")]
+    retention: Option<String>,
+    /// Largest request body, bytes.
+    #[arg(long, env = "PILOTAGE_MAX_BODY_BYTES")]
+    max_body_bytes: Option<usize>,
+    /// Time allowed for one request, milliseconds.
+    #[arg(long, env = "PILOTAGE_REQUEST_TIMEOUT_MS")]
+    request_timeout_ms: Option<u64>,
+    /// Fuel per validation call.
+    #[arg(long, env = "PILOTAGE_VALIDATE_FUEL")]
+    validate_fuel: Option<u64>,
+    /// Wall time per validation call, milliseconds.
+    #[arg(long, env = "PILOTAGE_VALIDATE_TIMEOUT_MS")]
+    validate_timeout_ms: Option<u64>,
+    /// Fuel per execution.
+    #[arg(long, env = "PILOTAGE_EXECUTE_FUEL")]
+    execute_fuel: Option<u64>,
+    /// Wall time per execution, milliseconds.
+    #[arg(long, env = "PILOTAGE_EXECUTE_TIMEOUT_MS")]
+    execute_timeout_ms: Option<u64>,
+    /// Memory per component instance, bytes.
+    #[arg(long, env = "PILOTAGE_MEMORY_BYTES")]
+    memory_bytes: Option<u64>,
+    /// Serve MCP over stdin/stdout instead of HTTP.
+    #[arg(long)]
+    stdio: bool,
+}
+
+impl ServeArgs {
+    fn settings(&self) -> Result<pilotage_platform::config::Settings> {
+        let mut settings = match &self.config {
+            Some(path) => pilotage_platform::config::Settings::from_file(path)?,
+            None => pilotage_platform::config::Settings::default(),
+        };
+        if let Some(listen) = self.listen {
+            settings.listen = listen;
+        }
+        if let Some(dir) = &self.data_dir {
+            settings.data_dir = dir.clone();
+        }
+        if let Some(url) = &self.database_url {
+            settings.database_url = Some(url.clone());
+        }
+        if let Some(demo) = self.demo {
+            settings.demo = demo;
+        }
+        if let Some(url) = &self.public_url {
+            settings.public_url = Some(url.clone());
+        }
+        if !self.allowed_hosts.is_empty() {
+            settings.allowed_hosts = self.allowed_hosts.clone();
+        }
+        if !self.allowed_origins.is_empty() {
+            settings.allowed_origins = self.allowed_origins.clone();
+        }
+        if let Some(retention) = &self.retention {
+            settings.retention = retention.clone();
+        }
+        if let Some(bytes) = self.max_body_bytes {
+            settings.max_body_bytes = bytes;
+        }
+        if let Some(ms) = self.request_timeout_ms {
+            settings.request_timeout_ms = ms;
+        }
+        if let Some(fuel) = self.validate_fuel {
+            settings.bounds.validation.fuel = fuel;
+        }
+        if let Some(ms) = self.validate_timeout_ms {
+            settings.bounds.validation.wall_time_ms = ms;
+        }
+        if let Some(fuel) = self.execute_fuel {
+            settings.bounds.execution.fuel = fuel;
+        }
+        if let Some(ms) = self.execute_timeout_ms {
+            settings.bounds.execution.wall_time_ms = ms;
+        }
+        if let Some(bytes) = self.memory_bytes {
+            settings.bounds.memory_bytes = bytes;
+        }
+        settings.check()?;
+        Ok(settings)
+    }
 }
 
 #[derive(Subcommand)]
@@ -69,6 +193,9 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Serve(args) => runtime().and_then(|rt| rt.block_on(serve(args))),
+        Command::Migrate(args) => runtime().and_then(|rt| rt.block_on(migrate(args))),
+        Command::DemoWorld { listen } => runtime().and_then(|rt| rt.block_on(demo_world(listen))),
         Command::Language(LanguageCommand::Check(args)) => language_check(args),
     };
     match result {
@@ -78,6 +205,76 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
+}
+
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut terminate = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(signal) => signal,
+            Err(_) => return interrupt.await.unwrap_or(()),
+        };
+        tokio::select! {
+            _ = interrupt => {}
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    interrupt.await.unwrap_or(());
+}
+
+async fn serve(args: ServeArgs) -> Result<ExitCode> {
+    let settings = args.settings()?;
+    if args.stdio {
+        return serve_stdio(settings).await;
+    }
+    let server = pilotage_platform::server::start(settings).await?;
+    eprintln!("Pilotage Platform: MCP at {}", server.mcp_url());
+    if let Some((addr, _)) = &server.demo_world {
+        eprintln!("demo capability service at http://{addr}");
+    }
+    let token = server.shutdown_token();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        eprintln!("shutting down");
+        token.cancel();
+    });
+    server.wait().await;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn serve_stdio(mut settings: pilotage_platform::config::Settings) -> Result<ExitCode> {
+    use rmcp::ServiceExt;
+    // Nothing listens over HTTP; the demo capability service still runs.
+    settings.listen = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+    let server = pilotage_platform::server::start(settings).await?;
+    let session = format!("stdio-{}", std::process::id());
+    let handler = pilotage_platform::mcp::PilotageServer::stdio(server.platform.clone(), session.clone());
+    let running = handler.serve(rmcp::transport::stdio()).await.map_err(|e| anyhow::anyhow!("stdio: {e}"))?;
+    let _ = running.waiting().await;
+    let _ = server.platform.store().runs_delete_session(&session).await;
+    server.stop().await;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn migrate(args: ServeArgs) -> Result<ExitCode> {
+    let settings = args.settings()?;
+    let store = pilotage_platform::store::Store::connect(&settings.database_url()).await?;
+    store.migrate().await?;
+    eprintln!("migrations applied to {}", settings.database_url());
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn demo_world(listen: std::net::SocketAddr) -> Result<ExitCode> {
+    let listener = tokio::net::TcpListener::bind(listen).await?;
+    eprintln!("demo capability service at http://{}", listener.local_addr()?);
+    pilotage_platform::demo_world::serve(listener, Default::default(), shutdown_signal()).await?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// An invoker that answers from the catalog file's `example_output`s.

@@ -44,6 +44,16 @@ impl HttpInvoker {
         HttpInvoker { client, runtime, bindings, max_timeout, max_bytes }
     }
 
+    /// Invokes the endpoint of `binding` with `input`, blocking on the
+    /// runtime.
+    ///
+    /// # Errors
+    /// A message when the endpoint fails, times out, answers a non-2xx
+    /// status, or answers something that is not JSON.
+    pub fn invoke_binding(&self, binding: &HttpBinding, input: &Value) -> Result<Value, String> {
+        self.runtime.block_on(self.call(binding, input))
+    }
+
     async fn call(&self, binding: &HttpBinding, input: &Value) -> Result<Value, String> {
         let timeout =
             binding.timeout_ms.map(Duration::from_millis).map_or(self.max_timeout, |t| t.min(self.max_timeout));
@@ -77,6 +87,6 @@ impl Invoker for HttpInvoker {
         let Some(binding) = self.bindings.get(&entry.id) else {
             return Err(format!("'{}' has no HTTP binding", entry.id));
         };
-        self.runtime.block_on(self.call(binding, input))
+        self.invoke_binding(binding, input)
     }
 }

@@ -1,5 +1,9 @@
 //! The execute pipeline's pieces that touch the world.
 //!
-//! - [`invoker`]: invoking HTTP-bound catalog entries.
+//! - [`invoker`]: invoking HTTP-bound catalog entries;
+//! - [`promotion`]: promoted programs, their references and baselines;
+//! - [`tenant_invoker`]: a tenant's invocations, sub-programs included.
 
 pub mod invoker;
+pub mod promotion;
+pub mod tenant_invoker;

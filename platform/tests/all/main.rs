@@ -1,7 +1,9 @@
 //! The platform's integration tests, compiled into one binary.
 
+mod endpoint;
 mod support;
 
 mod engine_bounds;
+mod mcp_server;
 mod protocol_schema;
 mod workflow_language;

@@ -1,0 +1,113 @@
+//! The HTTP edge: the axum router with `/mcp` (rmcp's Streamable HTTP
+//! service behind a compatibility layer), `/healthz` and `/readyz`.
+//!
+//! - [`compat`]: JSON-RPC parse errors, liberal `Accept`, per-request
+//!   timeouts.
+
+pub mod compat;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{SessionId, StreamableHttpServerConfig, StreamableHttpService};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Settings;
+use crate::mcp::PilotageServer;
+use crate::mcp::sessions::ObservedSessions;
+use crate::service::Platform;
+
+/// What the edge needs from the settings.
+#[derive(Clone, Debug)]
+pub struct EdgeSettings {
+    /// Host header values accepted.
+    pub allowed_hosts: Vec<String>,
+    /// Origins accepted (empty: no Origin check).
+    pub allowed_origins: Vec<String>,
+    /// Largest body accepted, in bytes.
+    pub max_body_bytes: usize,
+    /// Time allowed for one POST.
+    pub request_timeout: Duration,
+    /// Idle time after which a session ends.
+    pub session_idle: Duration,
+}
+
+impl EdgeSettings {
+    /// From the server settings.
+    pub fn from_settings(settings: &Settings) -> EdgeSettings {
+        EdgeSettings {
+            allowed_hosts: settings.allowed_hosts(),
+            allowed_origins: settings.allowed_origins.clone(),
+            max_body_bytes: settings.max_body_bytes,
+            request_timeout: Duration::from_millis(settings.request_timeout_ms),
+            session_idle: Duration::from_secs(settings.session_idle_secs),
+        }
+    }
+}
+
+/// The MCP service for `platform`, with its sessions observed so
+/// session-retained runs die with their session.
+fn mcp_service(
+    platform: &Platform,
+    settings: &EdgeSettings,
+    shutdown: &CancellationToken,
+) -> StreamableHttpService<PilotageServer, ObservedSessions<LocalSessionManager>> {
+    let mut sessions = LocalSessionManager::default();
+    sessions.session_config.keep_alive = Some(settings.session_idle);
+    let closing = platform.clone();
+    let on_close: Arc<dyn Fn(&SessionId) + Send + Sync> = Arc::new(move |id: &SessionId| {
+        let platform = closing.clone();
+        let id = id.to_string();
+        platform.sessions().remove(&id);
+        let runtime = platform.runtime().clone();
+        runtime.spawn(async move {
+            match platform.store().runs_delete_session(&id).await {
+                Ok(deleted) if deleted > 0 => {
+                    tracing::info!(session = %id, deleted, "session ended; its runs were deleted")
+                }
+                Ok(_) => {}
+                Err(error) => tracing::error!(session = %id, %error, "cannot delete the runs of an ended session"),
+            }
+        });
+    });
+    let mut config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(settings.allowed_hosts.clone())
+        .with_cancellation_token(shutdown.child_token())
+        .with_max_request_body_bytes(settings.max_body_bytes);
+    if !settings.allowed_origins.is_empty() {
+        config = config.with_allowed_origins(settings.allowed_origins.clone());
+    }
+    let factory = platform.clone();
+    StreamableHttpService::new(
+        move || Ok(PilotageServer::new(factory.clone())),
+        Arc::new(ObservedSessions::new(sessions, on_close)),
+        config,
+    )
+}
+
+async fn healthz() -> impl IntoResponse {
+    (StatusCode::OK, "ok\n")
+}
+
+async fn readyz(State(platform): State<Platform>) -> impl IntoResponse {
+    if platform.store().ping().await {
+        (StatusCode::OK, "ready\n")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "the database does not answer\n")
+    }
+}
+
+/// The application router: `/mcp`, `/healthz`, `/readyz`.
+pub fn app(platform: Platform, settings: EdgeSettings, shutdown: CancellationToken) -> Router {
+    let mcp = mcp_service(&platform, &settings, &shutdown);
+    let compat = compat::Compat { max_body_bytes: settings.max_body_bytes, timeout: settings.request_timeout };
+    let mcp_routes =
+        Router::new().route_service("/mcp", mcp).layer(axum::middleware::from_fn_with_state(compat, compat::compat));
+    Router::new().route("/healthz", get(healthz)).route("/readyz", get(readyz)).with_state(platform).merge(mcp_routes)
+}

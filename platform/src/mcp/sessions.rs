@@ -1,0 +1,92 @@
+//! Observing the end of MCP sessions: rmcp offers no callback, so its
+//! session manager is wrapped and `close_session` watched. When a session
+//! ends (DELETE, idle expiry, shutdown), the runs it retained under
+//! `"session"` retention are deleted and it stops receiving notifications
+//! (Part II §6.6, Part III §8.1).
+
+use std::sync::Arc;
+
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::transport::streamable_http_server::session::{EventStore, ServerSseMessage};
+use rmcp::transport::streamable_http_server::{RestoreOutcome, SessionId, SessionManager};
+
+/// A session manager that reports each session's end once.
+pub struct ObservedSessions<M> {
+    inner: M,
+    on_close: Arc<dyn Fn(&SessionId) + Send + Sync>,
+}
+
+impl<M> ObservedSessions<M> {
+    /// Wraps `inner`; `on_close` runs once per ended session (it must be
+    /// quick: spawn async work).
+    pub fn new(inner: M, on_close: Arc<dyn Fn(&SessionId) + Send + Sync>) -> Self {
+        ObservedSessions { inner, on_close }
+    }
+}
+
+impl<M: SessionManager> SessionManager for ObservedSessions<M> {
+    type Error = M::Error;
+    type Transport = M::Transport;
+
+    async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
+        self.inner.create_session().await
+    }
+
+    async fn initialize_session(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<ServerJsonRpcMessage, Self::Error> {
+        self.inner.initialize_session(id, message).await
+    }
+
+    async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
+        self.inner.has_session(id).await
+    }
+
+    async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
+        // rmcp closes a deleted session twice and unknown ids too: report
+        // only sessions that existed.
+        let existed = self.inner.has_session(id).await.unwrap_or(false);
+        let result = self.inner.close_session(id).await;
+        if existed {
+            (self.on_close)(id);
+        }
+        result
+    }
+
+    async fn create_stream(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<impl futures::Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        self.inner.create_stream(id, message).await
+    }
+
+    async fn accept_message(&self, id: &SessionId, message: ClientJsonRpcMessage) -> Result<(), Self::Error> {
+        self.inner.accept_message(id, message).await
+    }
+
+    async fn create_standalone_stream(
+        &self,
+        id: &SessionId,
+    ) -> Result<impl futures::Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        self.inner.create_standalone_stream(id).await
+    }
+
+    async fn resume(
+        &self,
+        id: &SessionId,
+        last_event_id: String,
+    ) -> Result<impl futures::Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        self.inner.resume(id, last_event_id).await
+    }
+
+    async fn restore_session(&self, id: SessionId) -> Result<RestoreOutcome<Self::Transport>, Self::Error> {
+        self.inner.restore_session(id).await
+    }
+
+    fn event_store(&self) -> Option<Arc<dyn EventStore>> {
+        self.inner.event_store()
+    }
+}

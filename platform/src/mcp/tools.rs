@@ -1,0 +1,247 @@
+//! The tool surface of one tenant (Part III §3.4, §4, §5): the fixed
+//! access tools, each Language's loop tools and promote tool, their
+//! signpost descriptions, annotations, schemas and program declarations.
+
+use std::sync::Arc;
+
+use rmcp::model::{JsonObject, MetaObject, Tool, ToolAnnotations};
+use serde_json::{Value, json};
+
+use super::schemas;
+use crate::language::description::ProgramKind;
+use crate::protocol::{CATALOG_TOOL, GUIDE_TOOL, MANIFEST_TOOL, META_KEY};
+use crate::service::{LanguageSlot, Principal, Tenant};
+
+/// What a tool does, for dispatch.
+#[derive(Clone, Debug)]
+pub enum ToolRole {
+    /// `pilotage_manifest`
+    Manifest,
+    /// `pilotage_get_guide`
+    Guide,
+    /// `pilotage_catalog`
+    Catalog,
+    /// A validate loop tool.
+    Validate(Arc<LanguageSlot>),
+    /// An execute loop tool.
+    Execute(Arc<LanguageSlot>),
+    /// A trace-fetch loop tool.
+    Trace(Arc<LanguageSlot>),
+    /// A promote tool.
+    Promote(Arc<LanguageSlot>),
+}
+
+fn object(value: Value) -> Arc<JsonObject> {
+    match value {
+        Value::Object(map) => Arc::new(map),
+        _ => Arc::new(JsonObject::new()),
+    }
+}
+
+fn tool(name: &str, description: String, input: Value, output: Value, annotations: ToolAnnotations) -> Tool {
+    Tool::new(name.to_owned(), description, object(input))
+        .with_raw_output_schema(object(output))
+        .with_annotations(annotations)
+}
+
+fn read_only() -> ToolAnnotations {
+    ToolAnnotations::new().read_only(true).destructive(false).idempotent(true).open_world(false)
+}
+
+fn program_declaration(slot: &LanguageSlot) -> MetaObject {
+    let mut meta = MetaObject::new();
+    meta.insert(
+        META_KEY.to_owned(),
+        json!({"argument": slot.description().program_argument, "language": slot.entry.name}),
+    );
+    meta
+}
+
+fn program_schema(slot: &LanguageSlot) -> Value {
+    match slot.description().program_kind {
+        ProgramKind::Text => json!({"type": "string", "description": format!("The {} program text.", slot.entry.name)}),
+        ProgramKind::Json => {
+            json!({"description": format!("The {} program (a JSON document; see the core guide).", slot.entry.name)})
+        }
+    }
+}
+
+/// Which tool a name denotes for this tenant.
+pub fn role_of(tenant: &Tenant, name: &str) -> Option<ToolRole> {
+    match name {
+        MANIFEST_TOOL => return Some(ToolRole::Manifest),
+        GUIDE_TOOL => return Some(ToolRole::Guide),
+        CATALOG_TOOL => {
+            return tenant
+                .languages()
+                .iter()
+                .any(|slot| slot.description().features.catalog)
+                .then_some(ToolRole::Catalog);
+        }
+        _ => {}
+    }
+    for slot in tenant.languages() {
+        let loop_tools = &slot.exposure.loop_tools;
+        if loop_tools.validate == name {
+            return Some(ToolRole::Validate(slot));
+        }
+        if loop_tools.execute.as_deref() == Some(name) {
+            return Some(ToolRole::Execute(slot));
+        }
+        if loop_tools.trace.as_deref() == Some(name) {
+            return Some(ToolRole::Trace(slot));
+        }
+        if slot.promote_tool().as_deref() == Some(name) {
+            return Some(ToolRole::Promote(slot));
+        }
+    }
+    None
+}
+
+/// Every tool of `tenant` as `principal` sees it.
+pub fn tools(tenant: &Tenant, principal: &Principal) -> Vec<Tool> {
+    let languages = tenant.languages();
+    let names: Vec<&str> = languages.iter().map(|slot| slot.entry.name.as_str()).collect();
+    let listing = if names.is_empty() { "none yet".to_owned() } else { names.join(", ") };
+    let mut tools = vec![
+        tool(
+            MANIFEST_TOOL,
+            format!(
+                "START HERE. Entry point of this Pilotage server (io.github.jafarsa0/pilotage): returns the manifest, \
+                 which lists the program Languages accepted here ({listing}), where their guides and catalog are, and \
+                 the names of each Language's validate, run and trace tools. Call this first, before any other tool."
+            ),
+            schemas::manifest_input(),
+            schemas::manifest_output(),
+            read_only(),
+        ),
+        tool(
+            GUIDE_TOOL,
+            format!(
+                "Learn stage of Pilotage: the guides that teach a Language's grammar ({listing}). Call with {{language}} \
+                 for the guide index, then {{language, id}} to read one guide. Read the level 'core' guide first; the \
+                 guide with topic 'closed-sets' lists every diagnostic code and status."
+            ),
+            schemas::guide_input(),
+            schemas::guide_output(),
+            read_only(),
+        ),
+    ];
+    if languages.iter().any(|slot| slot.description().features.catalog) {
+        tools.push(tool(
+            CATALOG_TOOL,
+            "Lookup stage of Pilotage: the catalog of live names programs may reference (capabilities, tables, \
+             promoted programs), as you are allowed to see them. verb 'list' (filters kind, tag, q; pages with \
+             cursor), 'get' (one entry by id), 'changed_since' (changes since a catalog_version). Every answer \
+             carries the catalog_version to pass to the run tool."
+                .to_owned(),
+            schemas::catalog_input(),
+            schemas::catalog_output(),
+            read_only(),
+        ));
+    }
+    for slot in languages {
+        tools.extend(language_tools(tenant, principal, &slot));
+    }
+    tools
+}
+
+fn language_tools(tenant: &Tenant, principal: &Principal, slot: &Arc<LanguageSlot>) -> Vec<Tool> {
+    let description = slot.description();
+    let name = &slot.entry.name;
+    let argument = &description.program_argument;
+    let loop_tools = &slot.exposure.loop_tools;
+    let mut tools = Vec::new();
+    tools.push(
+        tool(
+            &loop_tools.validate,
+            format!(
+                "Validate stage of Pilotage for the Language {name}: checks a {name} program without running anything. \
+                 Returns diagnostics (a closed code, a locator into your program, often a hint with the closest valid \
+                 name) and, when the program is valid, a plan of every step with its risk. Pass the program as \
+                 '{argument}'."
+            ),
+            json!({"type": "object", "properties": {
+                argument: program_schema(slot),
+                "context": {"description": "Validation context; only for Languages that declare a context_schema."}
+            }, "required": [argument]}),
+            schemas::validate_output(),
+            read_only(),
+        )
+        .with_meta(program_declaration(slot)),
+    );
+    if let Some(execute) = &loop_tools.execute {
+        let snapshot = tenant.snapshot(principal, name);
+        let destructive = snapshot.entries().any(|entry| entry.risk_hints.destructive);
+        let open_world = snapshot.entries().any(|entry| entry.risk_hints.open_world);
+        let mut properties = json!({
+            argument: program_schema(slot),
+            "program_ref": {"type": "string", "description": "A promoted program's reference, instead of an inline program."},
+            "input": {"description": "The Run's input (see the Language's parameter-binding convention)."},
+            "context": {"description": "Validation context, as for validate."},
+            "trace_level": {"type": "string", "description": "none, summary or full (default: the Language's ceiling)."},
+            "expected_catalog_version": {"type": "string", "description": "The catalog_version you validated against; a stale one refuses the Run with catalog_drift."},
+            "idempotency_key": {"type": "string", "description": "Repeat a request with the same key to get the first Run's response instead of running again."},
+            "store": {"type": "boolean", "description": "true: keep the Run for the trace tool; false: keep nothing."}
+        });
+        if description.features.test_run {
+            properties["test_run"] = json!({"type": "boolean"});
+        }
+        if description.execution == crate::protocol::manifest::ExecutionMode::Both {
+            properties["mode"] = json!({"type": "string", "description": "immediate or deploy."});
+        }
+        tools.push(
+            tool(
+                execute,
+                format!(
+                    "Execute stage of Pilotage for the Language {name}: runs a {name} program (inline as '{argument}', or \
+                     a promoted one by 'program_ref'). The program is validated again first; an invalid program, a \
+                     stale expected_catalog_version or bad input is refused before anything runs. Returns the outcome, \
+                     the output and a trace of every step (calls, inputs, outputs, branch and loop decisions)."
+                ),
+                json!({"type": "object", "properties": properties}),
+                schemas::execute_output(),
+                ToolAnnotations::new().read_only(false).destructive(destructive).idempotent(false).open_world(open_world),
+            )
+            .with_meta(program_declaration(slot)),
+        );
+    }
+    if let Some(trace) = &loop_tools.trace {
+        tools.push(tool(
+            trace,
+            format!(
+                "Trace-fetch stage of Pilotage for the Language {name}: fetches the stored trace of an earlier {name} \
+                 run by its run_id (the same trace the run tool returned, kept per the manifest's retention)."
+            ),
+            json!({"type": "object", "properties": {
+                "run_id": {"type": "string"},
+                "trace_level": {"type": "string", "description": "summary or full (default: as recorded)."}
+            }, "required": ["run_id"]}),
+            schemas::trace_output(),
+            read_only(),
+        ));
+    }
+    if let Some(promote) = slot.promote_tool() {
+        tools.push(
+            tool(
+                &promote,
+                format!(
+                    "Saves a valid {name} program for reuse (not a loop stage; it runs nothing). Unlike the run tool, \
+                     which executes a program now, this stores the program unchanged under a program_ref and publishes \
+                     it in the catalog, with the risk of its body and an input_schema; the run tool can then execute it \
+                     by program_ref, and other programs can call it. Pass the program as '{argument}'."
+                ),
+                json!({"type": "object", "properties": {
+                    argument: program_schema(slot),
+                    "input_schema": {"type": "object", "description": "JSON Schema of the input the saved program takes (default: any object)."},
+                    "name": {"type": "string"},
+                    "description": {"type": "string"}
+                }, "required": [argument]}),
+                schemas::promote_output(),
+                ToolAnnotations::new().read_only(false).destructive(false).idempotent(true).open_world(false),
+            )
+            .with_meta(program_declaration(slot)),
+        );
+    }
+    tools
+}

@@ -1,0 +1,527 @@
+//! `execute` (Part II §6.5, Part III §4.4) in the exact processing order of
+//! Part II §6.5.2; the first failing check decides the response:
+//!
+//! 1. well-formedness: runnable selection, `program_ref` resolution,
+//!    `trace_level`, `test_run`, `mode`, `store` against retention,
+//!    idempotency conflict (a replay returns the recorded response);
+//! 2. catalog drift;
+//! 3. revalidation (inline) or the promotion baseline (`program_ref`);
+//! 4. input and context binding;
+//! 5. execution: claim the idempotency key, run under bounds, record the
+//!    run durably when retained, then respond.
+//!
+//! Invariant: refused Runs (`validation_error`, `catalog_drift`,
+//! `promotion_drift`) have no side effects, are never stored, and never
+//! hold an idempotency key.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::validate::validated;
+use super::{Context, OpError, now_ms, request_error};
+use crate::catalog::version::canonical_json;
+use crate::language::execution::{self, ExecutionRequest};
+use crate::language::validation::{self, Program, Validated};
+use crate::protocol::capabilities::{Capability, SubFeature};
+use crate::protocol::diagnostic::{Diagnostic, INPUT_BINDING};
+use crate::protocol::manifest::ExecutionMode;
+use crate::protocol::outcome::{CATALOG_DRIFT, Outcome, PROMOTION_DRIFT, VALIDATION_ERROR};
+use crate::protocol::request_error::RequestErrorKind;
+use crate::protocol::requests::{ExecuteResponse, TraceFetchResponse};
+use crate::protocol::retention::Retention;
+use crate::protocol::trace::{TraceLevel, at_level, effective_level};
+use crate::run::promotion::{PromotedProgram, drifted};
+use crate::run::tenant_invoker::TenantInvoker;
+use crate::service::LanguageSlot;
+use crate::store::{Claim, RunRow};
+
+/// The reserved members of an execute tool (Part III §4.4) besides the
+/// program argument.
+#[derive(Debug, Default, Deserialize)]
+struct ExecuteArguments {
+    #[serde(default)]
+    program_ref: Option<String>,
+    #[serde(default, deserialize_with = "crate::protocol::present")]
+    input: Option<Value>,
+    #[serde(default, deserialize_with = "crate::protocol::present")]
+    context: Option<Value>,
+    #[serde(default)]
+    trace_level: Option<String>,
+    #[serde(default)]
+    expected_catalog_version: Option<String>,
+    #[serde(default)]
+    idempotency_key: Option<String>,
+    #[serde(default)]
+    test_run: Option<bool>,
+    #[serde(default)]
+    store: Option<bool>,
+    #[serde(default)]
+    mode: Option<String>,
+}
+
+/// The message every unresolvable `program_ref` gets, whether it does not
+/// exist or is not visible to the caller (Part II §6.5.2 step 1).
+pub const UNKNOWN_PROGRAM_REF: &str = "unknown program_ref: promote the program first, or look it up in the catalog";
+
+/// A new run identifier: `run_` and 24 random hex digits.
+pub fn new_run_id() -> String {
+    format!("run_{}", hex::encode(rand::random::<[u8; 12]>()))
+}
+
+enum Runnable {
+    Inline(Value),
+    Promoted(Arc<PromotedProgram>),
+}
+
+fn sha(parts: &[&str]) -> String {
+    let mut hasher = Sha256::new();
+    for part in parts {
+        hasher.update((part.len() as u64).to_le_bytes());
+        hasher.update(part.as_bytes());
+    }
+    hex::encode(hasher.finalize())
+}
+
+fn refused(run_id: String, status: &str, error: &str, diagnostics: Option<Vec<Diagnostic>>) -> Value {
+    serde_json::to_value(ExecuteResponse {
+        run_id,
+        outcome: Outcome::failure(status, error),
+        output: None,
+        diagnostics,
+        trace: None,
+    })
+    .unwrap_or(Value::Null)
+}
+
+/// Serves an execute loop tool.
+///
+/// # Errors
+/// Request errors of Part III §7.2 for well-formedness failures;
+/// `bounds_exceeded`/`internal` when revalidation cannot complete. A
+/// refused or failed Run is a result, never an error.
+pub async fn execute(context: &Context, slot: &Arc<LanguageSlot>, raw: &Value) -> Result<Value, OpError> {
+    let description = slot.description();
+    let language = slot.entry.name.clone();
+    let args: ExecuteArguments = super::arguments(raw)?;
+    let manifest = context.tenant.manifest();
+    let map = slot.entry.effective_capabilities(&manifest);
+    let declares_sub = |feature| map.as_ref().is_some_and(|m| m.declares_sub(feature));
+    let declares = |capability| map.as_ref().is_some_and(|m| m.declares(capability));
+
+    // 1. Well-formedness.
+    let program = raw.get(&description.program_argument).cloned();
+    let runnable = match (program, &args.program_ref) {
+        (Some(_), Some(_)) => {
+            return Err(request_error(
+                RequestErrorKind::InvalidRequest,
+                format!(
+                    "give either '{}' (an inline program) or 'program_ref', not both",
+                    description.program_argument
+                ),
+            ));
+        }
+        (None, None) => {
+            return Err(request_error(
+                RequestErrorKind::InvalidRequest,
+                format!(
+                    "give '{}' (an inline program) or 'program_ref' (a promoted program)",
+                    description.program_argument
+                ),
+            ));
+        }
+        (Some(program), None) => Runnable::Inline(program),
+        (None, Some(reference)) => {
+            let snapshot = context.tenant.snapshot(&context.caller.principal, &language);
+            let promoted = context
+                .tenant
+                .promoted(reference)
+                .filter(|program| program.language == language && snapshot.get(reference).is_some());
+            match promoted {
+                Some(program) => Runnable::Promoted(program),
+                None => return Err(request_error(RequestErrorKind::NotFound, UNKNOWN_PROGRAM_REF)),
+            }
+        }
+    };
+    let requested_level = match args.trace_level.as_deref() {
+        None => None,
+        Some(text) => Some(TraceLevel::parse(text).ok_or_else(|| {
+            request_error(
+                RequestErrorKind::InvalidRequest,
+                format!("unknown trace_level '{text}'; use none, summary or full"),
+            )
+        })?),
+    };
+    if args.test_run.is_some() && !declares_sub(SubFeature::TestRun) {
+        return Err(request_error(
+            RequestErrorKind::InvalidRequest,
+            format!("{language} does not declare execute.test_run; omit 'test_run'"),
+        ));
+    }
+    let deploy = match (description.execution, args.mode.as_deref()) {
+        (ExecutionMode::Both, Some("immediate")) => false,
+        (ExecutionMode::Both, Some("deploy")) => true,
+        (ExecutionMode::Both, Some(other)) => {
+            return Err(request_error(
+                RequestErrorKind::InvalidRequest,
+                format!("unknown mode '{other}'; use immediate or deploy"),
+            ));
+        }
+        (ExecutionMode::Both, None) => {
+            return Err(request_error(
+                RequestErrorKind::InvalidRequest,
+                format!("{language} runs both ways: give mode immediate or deploy"),
+            ));
+        }
+        (_, Some(_)) => {
+            return Err(request_error(
+                RequestErrorKind::InvalidRequest,
+                format!("{language} has one execution mode; omit 'mode'"),
+            ));
+        }
+        (mode, None) => mode == ExecutionMode::Deploy,
+    };
+    let retention = slot.exposure.retention.clone();
+    if args.store == Some(true) && !retention.retains() {
+        return Err(request_error(
+            RequestErrorKind::Unsupported,
+            format!("{language} declares retention '{retention}': runs cannot be stored; omit 'store'"),
+        ));
+    }
+    if args.store == Some(true) && retention == Retention::Session && context.caller.session_id.is_none() {
+        return Err(request_error(
+            RequestErrorKind::Unsupported,
+            "retention is 'session' and this request has no MCP session: runs cannot be stored; omit 'store'",
+        ));
+    }
+    let idempotency = match &args.idempotency_key {
+        Some(key) if declares_sub(SubFeature::Idempotency) => {
+            let runnable_hash = match &runnable {
+                Runnable::Inline(program) => sha(&[&language, "inline", &canonical_json(program)]),
+                Runnable::Promoted(program) => sha(&[&language, "ref", &program.program_ref]),
+            };
+            let input_hash = sha(&[
+                &args.input.as_ref().map(canonical_json).unwrap_or_default(),
+                &args.context.as_ref().map(canonical_json).unwrap_or_default(),
+            ]);
+            let principal = &context.caller.principal;
+            let held = context
+                .platform
+                .store()
+                .idempotency_get(&principal.tenant, &principal.subject, key)
+                .await
+                .map_err(|e| internal(&e))?;
+            if let Some(Claim::Held { runnable_hash: held_runnable, input_hash: held_input, .. }) = held {
+                if held_runnable != runnable_hash || held_input != input_hash {
+                    return Err(conflict(key));
+                }
+                return replay(context, key).await;
+            }
+            Some((key.clone(), runnable_hash, input_hash))
+        }
+        Some(_) => {
+            return Err(request_error(
+                RequestErrorKind::InvalidRequest,
+                format!("{language} does not declare execute.idempotency; omit 'idempotency_key'"),
+            ));
+        }
+        None => None,
+    };
+
+    // 2. Catalog drift.
+    let run_id = new_run_id();
+    let snapshot = context.tenant.snapshot(&context.caller.principal, &language);
+    if declares(Capability::Catalog)
+        && let Some(expected) = &args.expected_catalog_version
+        && expected != snapshot.catalog_version()
+    {
+        return Ok(refused(run_id, CATALOG_DRIFT, "catalog version mismatch", None));
+    }
+
+    // 3. Revalidation, or the promotion baseline.
+    let (program_value, promoted_entry) = match &runnable {
+        Runnable::Inline(program) => (program.clone(), None),
+        Runnable::Promoted(program) => {
+            let changed = drifted(program, &snapshot);
+            if !changed.is_empty() {
+                return Ok(refused(
+                    run_id,
+                    PROMOTION_DRIFT,
+                    &format!("{} changed since this program was promoted; promote it again", changed.join(", ")),
+                    None,
+                ));
+            }
+            (program.body.clone(), snapshot.get(&program.program_ref).cloned())
+        }
+    };
+    let (program, validated) = validated(context, slot, &program_value, args.context.as_ref(), &snapshot).await?;
+    if !validated.response.valid {
+        if promoted_entry.is_some() {
+            return Ok(refused(
+                run_id,
+                PROMOTION_DRIFT,
+                "the promoted program no longer validates; promote it again",
+                None,
+            ));
+        }
+        return Ok(refused(
+            run_id,
+            VALIDATION_ERROR,
+            "the program is invalid; nothing ran",
+            Some(validated.response.diagnostics.clone()),
+        ));
+    }
+
+    // 4. Input binding (context binding was part of validation).
+    let mut findings = Vec::new();
+    if let Some(entry) = &promoted_entry
+        && let Some(schema) = &entry.input_schema
+    {
+        let input = args.input.clone().unwrap_or(Value::Object(Default::default()));
+        match jsonschema::validator_for(schema) {
+            Ok(validator) => {
+                findings.extend(validator.iter_errors(&input).map(|error| {
+                    Diagnostic::error(INPUT_BINDING, &error.instance_path().to_string(), error.to_string())
+                }))
+            }
+            Err(error) => {
+                return Err(request_error(
+                    RequestErrorKind::Internal,
+                    format!("the promoted entry's input_schema does not compile: {error}"),
+                ));
+            }
+        }
+    }
+    if findings.is_empty() {
+        let component = slot.component.clone();
+        let task_program = program.clone();
+        let input = args.input.clone();
+        findings =
+            tokio::task::spawn_blocking(move || validation::bind_input(&component, &task_program, input.as_ref()))
+                .await
+                .map_err(|e| {
+                    request_error(RequestErrorKind::Internal, format!("input binding stopped unexpectedly: {e}"))
+                })?
+                .map_err(|failure| request_error(RequestErrorKind::BoundsExceeded, failure.to_string()))?;
+    }
+    if !findings.is_empty() {
+        return Ok(refused(
+            run_id,
+            VALIDATION_ERROR,
+            "the input does not fit the program; nothing ran",
+            Some(findings),
+        ));
+    }
+
+    // 5. Execution.
+    let principal = context.caller.principal.clone();
+    if let Some((key, runnable_hash, input_hash)) = &idempotency {
+        let claim = context
+            .platform
+            .store()
+            .idempotency_claim(
+                &principal.tenant,
+                &principal.subject,
+                key,
+                runnable_hash,
+                input_hash,
+                now_ms(),
+                now_ms() + idempotency_window(&retention).as_millis() as i64,
+            )
+            .await
+            .map_err(|e| internal(&e))?;
+        if let Claim::Held { runnable_hash: held_runnable, input_hash: held_input, .. } = claim {
+            if &held_runnable != runnable_hash || &held_input != input_hash {
+                return Err(conflict(key));
+            }
+            return replay(context, key).await;
+        }
+    }
+    let response = run(
+        context,
+        slot,
+        program,
+        validated,
+        args.input.clone(),
+        args.context.clone(),
+        snapshot,
+        deploy,
+        &run_id,
+        requested_level,
+        args.store,
+    )
+    .await;
+    let response = match response {
+        Ok(response) => response,
+        Err(error) => {
+            if let Some((key, _, _)) = &idempotency {
+                let _ = context.platform.store().idempotency_release(&principal.tenant, &principal.subject, key).await;
+            }
+            return Err(error);
+        }
+    };
+    let response = serde_json::to_value(&response).unwrap_or(Value::Null);
+    if let Some((key, _, _)) = &idempotency {
+        context
+            .platform
+            .store()
+            .idempotency_complete(&principal.tenant, &principal.subject, key, &response.to_string())
+            .await
+            .map_err(|e| internal(&e))?;
+    }
+    Ok(response)
+}
+
+fn conflict(key: &str) -> OpError {
+    request_error(
+        RequestErrorKind::IdempotencyConflict,
+        format!(
+            "idempotency_key '{key}' was used with another program or input; use a fresh key for a changed request"
+        ),
+    )
+}
+
+fn internal(error: &dyn std::fmt::Display) -> OpError {
+    tracing::error!(%error, "store failure during execute");
+    request_error(RequestErrorKind::Internal, "the server's storage failed; the failure was logged")
+}
+
+/// The deduplication window: at least the retention period (Part II
+/// §6.5.6), and a day when runs are not retained by duration.
+pub fn idempotency_window(retention: &Retention) -> Duration {
+    match retention {
+        Retention::Duration { span, .. } => (*span).max(Duration::from_secs(3600)),
+        _ => Duration::from_secs(86_400),
+    }
+}
+
+/// Waits for the Run holding `key` to finish and returns its recorded
+/// response.
+async fn replay(context: &Context, key: &str) -> Result<Value, OpError> {
+    let principal = &context.caller.principal;
+    let patience =
+        Duration::from_millis(context.platform.engine().bounds().execution.wall_time_ms) + Duration::from_secs(10);
+    let started = std::time::Instant::now();
+    loop {
+        let held = context
+            .platform
+            .store()
+            .idempotency_get(&principal.tenant, &principal.subject, key)
+            .await
+            .map_err(|e| internal(&e))?;
+        match held {
+            Some(Claim::Held { response: Some(response), .. }) => {
+                return serde_json::from_str(&response).map_err(|e| internal(&e));
+            }
+            Some(Claim::Held { response: None, .. }) if started.elapsed() < patience => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Some(_) => {
+                return Err(request_error(
+                    RequestErrorKind::Internal,
+                    format!("the Run holding idempotency_key '{key}' has not finished; retry later with the same key"),
+                ));
+            }
+            None => {
+                return Err(request_error(
+                    RequestErrorKind::Internal,
+                    format!("the Run holding idempotency_key '{key}' did not start; retry with the same key"),
+                ));
+            }
+        }
+    }
+}
+
+/// Starts the Run and records it when retained.
+#[allow(clippy::too_many_arguments)]
+async fn run(
+    context: &Context,
+    slot: &Arc<LanguageSlot>,
+    program: Program,
+    validated: Arc<Validated>,
+    input: Option<Value>,
+    context_value: Option<Value>,
+    snapshot: crate::catalog::CatalogSnapshot,
+    deploy: bool,
+    run_id: &str,
+    requested_level: Option<TraceLevel>,
+    store: Option<bool>,
+) -> Result<ExecuteResponse, OpError> {
+    let description = slot.description();
+    let invoker = TenantInvoker::new(
+        &context.platform,
+        context.tenant.clone(),
+        context.caller.principal.clone(),
+        snapshot.clone(),
+    );
+    let component = slot.component.clone();
+    let task_run_id = run_id.to_owned();
+    let execution = tokio::task::spawn_blocking(move || {
+        execution::execute(
+            &component,
+            ExecutionRequest {
+                program: &program,
+                input: input.as_ref(),
+                context: context_value.as_ref(),
+                plan: validated.plan.as_ref(),
+                references: &validated.references,
+                statements: &validated.statements,
+                data_source: None,
+                catalog: snapshot,
+                invoker: Arc::new(invoker),
+                test_run: false,
+                deploy,
+                run_id: &task_run_id,
+            },
+        )
+    })
+    .await
+    .map_err(|e| request_error(RequestErrorKind::Internal, format!("the Run could not be started: {e}")))?;
+
+    let recorded_level = description.trace_ceiling;
+    let retention = &slot.exposure.retention;
+    let retained = match store {
+        Some(explicit) => explicit,
+        None => retention.retains() && (retention != &Retention::Session || context.caller.session_id.is_some()),
+    };
+    if retained {
+        let record_trace = at_level(&execution.trace, recorded_level).unwrap_or_else(|| execution.trace.clone());
+        let record = TraceFetchResponse {
+            run_id: run_id.to_owned(),
+            outcome: execution.outcome.clone(),
+            output: execution.output.clone(),
+            trace: record_trace,
+            narration: None,
+        };
+        let now = now_ms();
+        let (session_id, expires_at) = match retention {
+            Retention::Session => (context.caller.session_id.clone(), None),
+            Retention::Duration { span, .. } => (None, Some(now + span.as_millis() as i64)),
+            _ => (None, Some(now)),
+        };
+        let row = RunRow {
+            run_id: run_id.to_owned(),
+            tenant: context.caller.principal.tenant.clone(),
+            subject: context.caller.principal.subject.clone(),
+            language: slot.entry.name.clone(),
+            session_id,
+            recorded_level: recorded_level.as_str().to_owned(),
+            record: serde_json::to_string(&record).unwrap_or_default(),
+            created_at: now,
+            expires_at,
+        };
+        // Committed before the response leaves (Part IV §5).
+        context.platform.store().run_insert(&row).await.map_err(|e| internal(&e))?;
+    }
+    let level = effective_level(requested_level, recorded_level);
+    Ok(ExecuteResponse {
+        run_id: run_id.to_owned(),
+        outcome: execution.outcome.clone(),
+        output: if execution.outcome.ok { execution.output } else { None },
+        diagnostics: None,
+        trace: at_level(&execution.trace, level),
+    })
+}

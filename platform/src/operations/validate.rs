@@ -1,0 +1,90 @@
+//! `validate` (Part II §6.4, Part III §4.3): diagnostics, and a plan when
+//! the program is valid, against the caller's catalog snapshot.
+//!
+//! Invariant: validation never invokes a catalog entry.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::{Context, OpError, request_error};
+use crate::catalog::CatalogSnapshot;
+use crate::language::validation::{self, Program, Validated, ValidationFailure};
+use crate::protocol::request_error::RequestErrorKind;
+use crate::service::{LanguageSlot, ValidationCache};
+
+/// The program argument of a loop tool, or a structural fault when a
+/// single-Language validate tool lacks it (Part III §4.4 rule 8).
+///
+/// # Errors
+/// [`OpError::Structural`] when the argument is missing.
+pub fn program_argument<'a>(slot: &LanguageSlot, args: &'a Value) -> Result<&'a Value, OpError> {
+    let name = &slot.description().program_argument;
+    args.get(name).ok_or_else(|| {
+        OpError::Structural(format!("invalid arguments: missing required member '{name}' (the program)"))
+    })
+}
+
+/// Validates `program` (the argument's JSON value) with `context_value`
+/// against `snapshot`, from the cache when this exact question was asked
+/// before (Part IV §6).
+///
+/// # Errors
+/// `bounds_exceeded` when a validation bound is exceeded; `internal` when
+/// the validator fails.
+pub async fn validated(
+    context: &Context,
+    slot: &Arc<LanguageSlot>,
+    program: &Value,
+    context_value: Option<&Value>,
+    snapshot: &CatalogSnapshot,
+) -> Result<(Program, Arc<Validated>), OpError> {
+    let bounds = context.platform.engine().bounds();
+    let description = slot.description();
+    let program = Program::from_argument(description.program_kind, program, bounds.program_bytes, bounds.nesting_depth)
+        .map_err(failure_to_error)?;
+    let key = ValidationCache::key(
+        &context.tenant.id,
+        slot.component.sha256(),
+        program.text(),
+        snapshot.catalog_version(),
+        context_value,
+    );
+    if let Some(hit) = context.platform.validations().get(&key) {
+        return Ok((program, hit));
+    }
+    let component = slot.component.clone();
+    let task_program = program.clone();
+    let task_context = context_value.cloned();
+    let task_snapshot = snapshot.clone();
+    let result = tokio::task::spawn_blocking(move || {
+        validation::validate(&component, &task_program, task_context.as_ref(), &task_snapshot)
+    })
+    .await
+    .map_err(|error| request_error(RequestErrorKind::Internal, format!("the validator stopped unexpectedly: {error}")))?
+    .map_err(failure_to_error)?;
+    let result = Arc::new(result);
+    context.platform.validations().put(key, result.clone());
+    Ok((program, result))
+}
+
+fn failure_to_error(failure: ValidationFailure) -> OpError {
+    match failure {
+        ValidationFailure::BoundsExceeded(message) => request_error(RequestErrorKind::BoundsExceeded, message),
+        ValidationFailure::Internal(message) => {
+            tracing::error!(%message, "validator failure");
+            request_error(RequestErrorKind::Internal, "the Language's validator failed; the failure was logged")
+        }
+    }
+}
+
+/// Serves a validate loop tool.
+///
+/// # Errors
+/// As [`validated`], plus a structural fault without the program.
+pub async fn validate(context: &Context, slot: &Arc<LanguageSlot>, args: &Value) -> Result<Value, OpError> {
+    let program = program_argument(slot, args)?;
+    let snapshot = context.tenant.snapshot(&context.caller.principal, &slot.entry.name);
+    let (_, result) = validated(context, slot, program, args.get("context"), &snapshot).await?;
+    Ok(serde_json::to_value(&result.response).unwrap_or(Value::Null))
+}

@@ -1,0 +1,208 @@
+//! Starting and stopping the platform: engine, store and migrations, the
+//! demo tenant and its capability service, the HTTP listener, the expiry
+//! sweeper, and graceful shutdown. Tests start the server exactly as
+//! `pilotage serve` does (Part IV §4.1).
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::catalog::StoredEntry;
+use crate::config::{ConfigError, Settings};
+use crate::demo_world::{self, DemoWorld};
+use crate::engine::{Engine, EngineError};
+use crate::http::{EdgeSettings, app};
+use crate::operations::now_ms;
+use crate::protocol::catalog::CatalogEntry;
+use crate::run::invoker::HttpBinding;
+use crate::service::{Platform, Principal};
+use crate::store::{Store, StoreError};
+
+/// The demo tenant's catalog, with `{demo}` standing for the demo
+/// capability service's base URL.
+pub const DEMO_CATALOG: &str = include_str!("../demo/catalog.json");
+
+/// How often expired runs and idempotency keys are deleted.
+pub const SWEEP_EVERY: Duration = Duration::from_secs(60);
+
+/// Occurs when the server cannot start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// Occurs when the settings are invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// Occurs when the engine or a bundled Language fails.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// Occurs when the database fails.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Occurs when a listener cannot bind or the data folder cannot be
+    /// created.
+    #[error("{0}")]
+    Io(String),
+    /// Occurs when the demo catalog is malformed.
+    #[error("demo catalog: {0}")]
+    Demo(String),
+}
+
+/// A running server.
+pub struct Server {
+    /// Where `/mcp` listens.
+    pub addr: SocketAddr,
+    /// The platform behind it.
+    pub platform: Platform,
+    /// The demo capability service, when started.
+    pub demo_world: Option<(SocketAddr, DemoWorld)>,
+    shutdown: CancellationToken,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Server {
+    /// The base URL of `/mcp`.
+    pub fn mcp_url(&self) -> String {
+        format!("http://{}/mcp", self.addr)
+    }
+
+    /// A token that stops the server when cancelled.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+
+    /// Stops accepting, ends sessions, and waits for the server to finish.
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        for task in self.tasks {
+            let _ = task.await;
+        }
+    }
+
+    /// Waits until the server stops (after its token is cancelled).
+    pub async fn wait(self) {
+        for task in self.tasks {
+            let _ = task.await;
+        }
+    }
+}
+
+/// Parses the demo catalog, binding callable entries to `base_url`.
+///
+/// # Errors
+/// A message when the file is malformed.
+pub fn demo_entries(base_url: &str) -> Result<Vec<StoredEntry>, String> {
+    let file: Value = serde_json::from_str(DEMO_CATALOG).map_err(|e| e.to_string())?;
+    let items = file.get("entries").and_then(Value::as_array).ok_or("no 'entries' array")?;
+    items
+        .iter()
+        .map(|item| {
+            let entry: CatalogEntry = serde_json::from_value(item.clone()).map_err(|e| e.to_string())?;
+            let binding = match item.get("binding") {
+                Some(binding) => {
+                    let mut binding: HttpBinding =
+                        serde_json::from_value(binding.clone()).map_err(|e| e.to_string())?;
+                    binding.url = binding.url.replace("{demo}", base_url);
+                    Some(binding)
+                }
+                None => None,
+            };
+            let visibility = item
+                .get("visibility")
+                .and_then(Value::as_array)
+                .map(|scopes| scopes.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+                .unwrap_or_default();
+            Ok(StoredEntry::new(entry, visibility, binding))
+        })
+        .collect()
+}
+
+/// Starts the server as `settings` say: migrations, the demo tenant (when
+/// `demo`), the listener and the sweeper.
+///
+/// # Errors
+/// [`StartError`] naming what failed.
+pub async fn start(settings: Settings) -> Result<Server, StartError> {
+    settings.check()?;
+    std::fs::create_dir_all(&settings.data_dir)
+        .map_err(|e| StartError::Io(format!("cannot create {}: {e}", settings.data_dir.display())))?;
+    let engine = Engine::new(settings.bounds.clone(), Some(settings.data_dir.join("compiled")))?;
+    let store = Store::connect(&settings.database_url()).await?;
+    store.migrate().await?;
+    // Sessions do not survive a restart; neither do their runs.
+    let dropped = store.runs_delete_all_session_bound().await?;
+    if dropped > 0 {
+        tracing::info!(dropped, "deleted runs of sessions that ended with the last process");
+    }
+    let principal = Principal {
+        tenant: settings.dev_tenant.clone(),
+        subject: settings.dev_subject.clone(),
+        scopes: BTreeSet::new(),
+    };
+    let platform = Platform::new(engine, store, settings.retention()?, principal);
+    let shutdown = CancellationToken::new();
+    let mut tasks = Vec::new();
+
+    let mut demo_world_addr = None;
+    if settings.demo {
+        let listener =
+            tokio::net::TcpListener::bind(settings.demo_world_listen.unwrap_or(SocketAddr::from(([127, 0, 0, 1], 0))))
+                .await
+                .map_err(|e| StartError::Io(format!("cannot bind the demo capability service: {e}")))?;
+        let addr = listener.local_addr().map_err(|e| StartError::Io(e.to_string()))?;
+        let world = DemoWorld::default();
+        let token = shutdown.clone();
+        let serving = world.clone();
+        tasks.push(tokio::spawn(async move {
+            if let Err(error) = demo_world::serve(listener, serving, async move { token.cancelled().await }).await {
+                tracing::error!(%error, "the demo capability service stopped");
+            }
+        }));
+        let component = platform.engine().load(crate::bundled::WORKFLOW)?;
+        let tenant = platform.install_language(&settings.dev_tenant, component).await;
+        tenant.put_entries(demo_entries(&format!("http://{addr}")).map_err(StartError::Demo)?);
+        demo_world_addr = Some((addr, world));
+    }
+    for tenant_id in [settings.dev_tenant.clone()] {
+        if let Some(tenant) = platform.tenant(&tenant_id) {
+            let rows = platform.store().promoted_of_tenant(&tenant_id).await?;
+            crate::operations::promote::restore(&tenant, rows).map_err(StartError::Demo)?;
+        }
+    }
+
+    let listener = tokio::net::TcpListener::bind(settings.listen)
+        .await
+        .map_err(|e| StartError::Io(format!("cannot listen on {}: {e}", settings.listen)))?;
+    let addr = listener.local_addr().map_err(|e| StartError::Io(e.to_string()))?;
+    let router = app(platform.clone(), EdgeSettings::from_settings(&settings), shutdown.clone());
+    let token = shutdown.clone();
+    tasks.push(tokio::spawn(async move {
+        let serving = axum::serve(listener, router).with_graceful_shutdown(async move { token.cancelled().await });
+        if let Err(error) = serving.await {
+            tracing::error!(%error, "the HTTP server stopped");
+        }
+    }));
+
+    let sweeper = platform.clone();
+    let token = shutdown.clone();
+    tasks.push(tokio::spawn(async move {
+        let mut interval = tokio::time::interval(SWEEP_EVERY);
+        loop {
+            tokio::select! {
+                _ = token.cancelled() => break,
+                _ = interval.tick() => {
+                    match sweeper.store().sweep(now_ms()).await {
+                        Ok(0) => {}
+                        Ok(deleted) => tracing::info!(deleted, "expired runs and keys deleted"),
+                        Err(error) => tracing::error!(%error, "the expiry sweep failed"),
+                    }
+                }
+            }
+        }
+    }));
+    tracing::info!(%addr, "Pilotage Platform listening");
+    Ok(Server { addr, platform, demo_world: demo_world_addr, shutdown, tasks })
+}

@@ -1,0 +1,354 @@
+//! The running platform: tenants, their Languages and catalogs, the store,
+//! the engine, and the caches shared by every request.
+//!
+//! Invariant: every lookup goes through a [`Principal`]'s tenant; nothing
+//! keyed by a Language name, entry id, idempotency key or program name is
+//! ever shared between tenants.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, RwLock};
+
+use rmcp::{Peer, RoleServer};
+
+use crate::catalog::{CatalogSnapshot, StoredEntry, TenantCatalog};
+use crate::engine::{Component, Engine};
+use crate::language::description::{Exposure, LanguageDescription};
+use crate::language::validation::Validated;
+use crate::protocol::PILOTAGE_VERSION;
+use crate::protocol::manifest::{LanguageEntry, Manifest};
+use crate::protocol::retention::Retention;
+use crate::run::promotion::PromotedProgram;
+use crate::store::Store;
+
+/// Who is calling: a tenant, a subject in it, and the scopes its
+/// credential holds (Part III §8.4 authorization identity).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Principal {
+    /// The tenant.
+    pub tenant: String,
+    /// The subject (user or client) within the tenant.
+    pub subject: String,
+    /// Scopes held.
+    pub scopes: BTreeSet<String>,
+}
+
+/// One Language as a tenant exposes it.
+#[derive(Clone, Debug)]
+pub struct LanguageSlot {
+    /// The loaded component.
+    pub component: Component,
+    /// Tool names, retention and idempotency.
+    pub exposure: Exposure,
+    /// Its manifest entry.
+    pub entry: LanguageEntry,
+}
+
+impl LanguageSlot {
+    /// A slot for `component` under `retention`, with the default tool
+    /// names.
+    pub fn new(component: Component, retention: Retention) -> LanguageSlot {
+        let description = component.description();
+        let exposure =
+            Exposure { loop_tools: description.default_loop_tools(&retention), retention, idempotency: true };
+        let entry = description.language_entry(&exposure);
+        LanguageSlot { component, exposure, entry }
+    }
+
+    /// What the component declared.
+    pub fn description(&self) -> &LanguageDescription {
+        self.component.description()
+    }
+
+    /// The name of this Language's promote tool, when it supports
+    /// promotion.
+    pub fn promote_tool(&self) -> Option<String> {
+        let description = self.description();
+        (description.features.promotion && description.features.execute)
+            .then(|| self.exposure.loop_tools.validate.replacen("validate_", "promote_", 1))
+    }
+
+    /// The catalog kind of this Language's promoted programs.
+    pub fn promoted_kind(&self) -> String {
+        format!("{}_program", self.description().family())
+    }
+}
+
+/// One tenant: its Languages, catalog and promoted programs.
+#[derive(Debug)]
+pub struct Tenant {
+    /// The tenant's id.
+    pub id: String,
+    languages: RwLock<BTreeMap<String, Arc<LanguageSlot>>>,
+    catalog: Mutex<TenantCatalog>,
+    promoted: RwLock<BTreeMap<String, Arc<PromotedProgram>>>,
+}
+
+impl Tenant {
+    /// An empty tenant.
+    pub fn new(id: &str) -> Tenant {
+        Tenant {
+            id: id.to_owned(),
+            languages: RwLock::new(BTreeMap::new()),
+            catalog: Mutex::new(TenantCatalog::new()),
+            promoted: RwLock::new(BTreeMap::new()),
+        }
+    }
+
+    /// Installs (or replaces) a Language.
+    pub fn install_language(&self, slot: LanguageSlot) {
+        let name = slot.entry.name.clone();
+        self.languages.write().unwrap_or_else(|p| p.into_inner()).insert(name, Arc::new(slot));
+    }
+
+    /// Removes a Language.
+    pub fn retire_language(&self, name: &str) -> bool {
+        self.languages.write().unwrap_or_else(|p| p.into_inner()).remove(name).is_some()
+    }
+
+    /// Every Language, by name.
+    pub fn languages(&self) -> Vec<Arc<LanguageSlot>> {
+        self.languages.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect()
+    }
+
+    /// One Language.
+    pub fn language(&self, name: &str) -> Option<Arc<LanguageSlot>> {
+        self.languages.read().unwrap_or_else(|p| p.into_inner()).get(name).cloned()
+    }
+
+    /// Runs `f` on the catalog under its lock. Keep `f` short.
+    pub fn with_catalog<R>(&self, f: impl FnOnce(&mut TenantCatalog) -> R) -> R {
+        f(&mut self.catalog.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// The caller's snapshot of the catalog for a Language.
+    pub fn snapshot(&self, principal: &Principal, language: &str) -> CatalogSnapshot {
+        self.with_catalog(|catalog| catalog.snapshot(&principal.scopes, language))
+    }
+
+    /// Adds catalog entries.
+    pub fn put_entries(&self, entries: Vec<StoredEntry>) {
+        self.with_catalog(|catalog| catalog.apply(entries, &[]));
+    }
+
+    /// Registers a promoted program (its catalog entry is added separately).
+    pub fn add_promoted(&self, program: PromotedProgram) {
+        self.promoted.write().unwrap_or_else(|p| p.into_inner()).insert(program.program_ref.clone(), Arc::new(program));
+    }
+
+    /// One promoted program by reference (visibility is checked through the
+    /// catalog by the caller).
+    pub fn promoted(&self, program_ref: &str) -> Option<Arc<PromotedProgram>> {
+        self.promoted.read().unwrap_or_else(|p| p.into_inner()).get(program_ref).cloned()
+    }
+
+    /// The manifest this tenant publishes (Part II §5.1).
+    pub fn manifest(&self) -> Manifest {
+        Manifest {
+            pilotage: PILOTAGE_VERSION.to_owned(),
+            languages: self.languages().iter().map(|slot| slot.entry.clone()).collect(),
+            capabilities: None,
+        }
+    }
+}
+
+/// Validation results by (tenant, component, program, catalog_version,
+/// context), so execute after validate does not validate twice (Part IV
+/// §6). Bounded; least recently inserted entries go first.
+#[derive(Debug)]
+pub struct ValidationCache {
+    entries: Mutex<(HashMap<String, Arc<Validated>>, VecDeque<String>)>,
+    capacity: usize,
+}
+
+impl ValidationCache {
+    /// A cache holding at most `capacity` results.
+    pub fn new(capacity: usize) -> ValidationCache {
+        ValidationCache { entries: Mutex::new((HashMap::new(), VecDeque::new())), capacity }
+    }
+
+    /// The cache key.
+    pub fn key(
+        tenant: &str,
+        component: &str,
+        program: &str,
+        catalog_version: &str,
+        context: Option<&serde_json::Value>,
+    ) -> String {
+        use sha2::{Digest, Sha256};
+        let mut hasher = Sha256::new();
+        for part in [tenant, component, program, catalog_version] {
+            hasher.update((part.len() as u64).to_le_bytes());
+            hasher.update(part.as_bytes());
+        }
+        let context = context.map(crate::catalog::version::canonical_json).unwrap_or_default();
+        hasher.update(context.as_bytes());
+        hex::encode(hasher.finalize())
+    }
+
+    /// A cached result.
+    pub fn get(&self, key: &str) -> Option<Arc<Validated>> {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner()).0.get(key).cloned()
+    }
+
+    /// Caches a result.
+    pub fn put(&self, key: String, value: Arc<Validated>) {
+        let mut guard = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let (map, order) = &mut *guard;
+        if map.insert(key.clone(), value).is_none() {
+            order.push_back(key);
+        }
+        while order.len() > self.capacity {
+            if let Some(old) = order.pop_front() {
+                map.remove(&old);
+            }
+        }
+    }
+}
+
+/// Connected MCP sessions, for `notifications/tools/list_changed`.
+#[derive(Debug, Default)]
+pub struct Sessions {
+    peers: Mutex<BTreeMap<String, (String, Peer<RoleServer>)>>,
+}
+
+impl Sessions {
+    /// Remembers a session's peer and tenant.
+    pub fn add(&self, session_id: String, tenant: String, peer: Peer<RoleServer>) {
+        self.peers.lock().unwrap_or_else(|p| p.into_inner()).insert(session_id, (tenant, peer));
+    }
+
+    /// Forgets a session.
+    pub fn remove(&self, session_id: &str) {
+        self.peers.lock().unwrap_or_else(|p| p.into_inner()).remove(session_id);
+    }
+
+    /// Tells every session of `tenant` that its tool list changed.
+    pub async fn notify_tools_changed(&self, tenant: &str) {
+        let peers: Vec<Peer<RoleServer>> = self
+            .peers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .filter(|(owner, _)| owner == tenant)
+            .map(|(_, peer)| peer.clone())
+            .collect();
+        for peer in peers {
+            if let Err(error) = peer.notify_tool_list_changed().await {
+                tracing::debug!(%error, "a session did not take tools/list_changed");
+            }
+        }
+    }
+}
+
+/// The running platform. Cheap to clone.
+#[derive(Clone)]
+pub struct Platform {
+    inner: Arc<PlatformInner>,
+}
+
+struct PlatformInner {
+    engine: Engine,
+    store: Store,
+    tenants: RwLock<BTreeMap<String, Arc<Tenant>>>,
+    validations: ValidationCache,
+    sessions: Sessions,
+    http: reqwest::Client,
+    runtime: tokio::runtime::Handle,
+    retention: Retention,
+    dev_principal: Principal,
+}
+
+impl std::fmt::Debug for Platform {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Platform").finish_non_exhaustive()
+    }
+}
+
+impl Platform {
+    /// Assembles a platform from its parts. Call inside a tokio runtime.
+    pub fn new(engine: Engine, store: Store, retention: Retention, dev_principal: Principal) -> Platform {
+        crate::install_crypto_provider();
+        let http = reqwest::Client::builder()
+            .user_agent(concat!("pilotage/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .unwrap_or_default();
+        Platform {
+            inner: Arc::new(PlatformInner {
+                engine,
+                store,
+                tenants: RwLock::new(BTreeMap::new()),
+                validations: ValidationCache::new(4096),
+                sessions: Sessions::default(),
+                http,
+                runtime: tokio::runtime::Handle::current(),
+                retention,
+                dev_principal,
+            }),
+        }
+    }
+
+    /// The wasm engine.
+    pub fn engine(&self) -> &Engine {
+        &self.inner.engine
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    /// The validation cache.
+    pub fn validations(&self) -> &ValidationCache {
+        &self.inner.validations
+    }
+
+    /// Connected sessions.
+    pub fn sessions(&self) -> &Sessions {
+        &self.inner.sessions
+    }
+
+    /// The HTTP client for invocations.
+    pub fn http(&self) -> &reqwest::Client {
+        &self.inner.http
+    }
+
+    /// The runtime blocking work drives async IO on.
+    pub fn runtime(&self) -> &tokio::runtime::Handle {
+        &self.inner.runtime
+    }
+
+    /// The retention every Language declares.
+    pub fn retention(&self) -> &Retention {
+        &self.inner.retention
+    }
+
+    /// The principal requests act as when no credential is presented.
+    pub fn dev_principal(&self) -> &Principal {
+        &self.inner.dev_principal
+    }
+
+    /// Adds (or returns the existing) tenant.
+    pub fn add_tenant(&self, id: &str) -> Arc<Tenant> {
+        self.inner
+            .tenants
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(id.to_owned())
+            .or_insert_with(|| Arc::new(Tenant::new(id)))
+            .clone()
+    }
+
+    /// One tenant.
+    pub fn tenant(&self, id: &str) -> Option<Arc<Tenant>> {
+        self.inner.tenants.read().unwrap_or_else(|p| p.into_inner()).get(id).cloned()
+    }
+
+    /// Installs a Language for a tenant and tells its sessions the tool
+    /// list changed.
+    pub async fn install_language(&self, tenant: &str, component: Component) -> Arc<Tenant> {
+        let tenant = self.add_tenant(tenant);
+        tenant.install_language(LanguageSlot::new(component, self.retention().clone()));
+        self.sessions().notify_tools_changed(&tenant.id).await;
+        tenant
+    }
+}

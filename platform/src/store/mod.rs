@@ -1,0 +1,473 @@
+//! Durable state over sqlx: SQLite (the embedded default, one file) or
+//! PostgreSQL (many replicas). The only module that knows SQL.
+//!
+//! Tables (`migrations/sqlite`, `migrations/postgres`): `runs` (run
+//! records at the recorded trace level), `idempotency_keys` (claimed
+//! atomically by conditional insert), `promoted_programs` (immutable
+//! bodies and their baselines). Every row carries its tenant. Times are
+//! milliseconds since the Unix epoch.
+
+use std::borrow::Cow;
+use std::path::Path;
+use std::time::Duration;
+
+use sqlx::any::{AnyPoolOptions, AnyRow};
+use sqlx::migrate::{Migration, MigrationType, Migrator};
+use sqlx::{AnyPool, Row, SqlStr};
+
+/// Which database a store talks to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// An SQLite file.
+    Sqlite,
+    /// A PostgreSQL server.
+    Postgres,
+}
+
+/// Occurs when the database cannot be reached or a statement fails.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// Occurs when the URL is neither `sqlite:` nor `postgres:`.
+    #[error("unsupported database URL '{0}': use sqlite:PATH or postgres://…")]
+    Url(String),
+    /// Occurs when a statement or the connection fails.
+    #[error("database: {0}")]
+    Database(#[from] sqlx::Error),
+    /// Occurs when migrations cannot be applied.
+    #[error("migrations: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// Occurs when a stored value cannot be read back.
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+}
+
+/// The platform's database.
+#[derive(Clone, Debug)]
+pub struct Store {
+    pool: AnyPool,
+    backend: Backend,
+}
+
+/// One stored run record.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunRow {
+    /// The Run's id.
+    pub run_id: String,
+    /// Its tenant.
+    pub tenant: String,
+    /// The subject that ran it.
+    pub subject: String,
+    /// Its Language.
+    pub language: String,
+    /// Set iff the record lives only as long as this MCP session.
+    pub session_id: Option<String>,
+    /// `summary` or `full`.
+    pub recorded_level: String,
+    /// The record (JSON: outcome, output, trace).
+    pub record: String,
+    /// When it was recorded.
+    pub created_at: i64,
+    /// When it expires; `None` for session-bound records.
+    pub expires_at: Option<i64>,
+}
+
+/// What claiming an idempotency key found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Claim {
+    /// The key was free and is now ours.
+    Claimed,
+    /// The key is held.
+    Held {
+        /// Hash of the runnable it was claimed for.
+        runnable_hash: String,
+        /// Hash of the input it was claimed for.
+        input_hash: String,
+        /// The recorded response, once the first Run finished.
+        response: Option<String>,
+    },
+}
+
+/// A stored promoted program.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PromotedRow {
+    /// Its tenant.
+    pub tenant: String,
+    /// The content-derived reference.
+    pub program_ref: String,
+    /// Its Language.
+    pub language: String,
+    /// The published catalog entry (JSON).
+    pub entry: String,
+    /// The immutable body (JSON).
+    pub body: String,
+    /// Load-bearing fields of every referenced entry at promotion (JSON).
+    pub baseline: String,
+    /// Who promoted it.
+    pub promoter: String,
+    /// When.
+    pub created_at: i64,
+}
+
+fn migration(version: i64, description: &'static str, sql: &'static str) -> Migration {
+    Migration::new(version, Cow::Borrowed(description), MigrationType::Simple, SqlStr::from_static(sql), false)
+}
+
+fn migrator(backend: Backend) -> Migrator {
+    let migrations = match backend {
+        Backend::Sqlite => vec![migration(
+            1,
+            "runs idempotency promotions",
+            include_str!("../../../migrations/sqlite/0001_runs_idempotency_promotions.sql"),
+        )],
+        Backend::Postgres => vec![migration(
+            1,
+            "runs idempotency promotions",
+            include_str!("../../../migrations/postgres/0001_runs_idempotency_promotions.sql"),
+        )],
+    };
+    Migrator { migrations: Cow::Owned(migrations), ..Migrator::DEFAULT }
+}
+
+impl Store {
+    /// Connects to `url` (`sqlite:PATH` creates the file and its folder;
+    /// `postgres://…`).
+    ///
+    /// # Errors
+    /// [`StoreError`] when the URL is unsupported or the database is
+    /// unreachable.
+    pub async fn connect(url: &str) -> Result<Store, StoreError> {
+        sqlx::any::install_default_drivers();
+        let backend = if url.starts_with("sqlite:") {
+            Backend::Sqlite
+        } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+            Backend::Postgres
+        } else {
+            return Err(StoreError::Url(url.to_owned()));
+        };
+        let url = match backend {
+            Backend::Sqlite => {
+                let path = url.trim_start_matches("sqlite://").trim_start_matches("sqlite:");
+                let path = path.split('?').next().unwrap_or(path);
+                if path != ":memory:"
+                    && let Some(parent) = Path::new(path).parent()
+                    && !parent.as_os_str().is_empty()
+                {
+                    std::fs::create_dir_all(parent)
+                        .map_err(|e| StoreError::Corrupt(format!("cannot create {}: {e}", parent.display())))?;
+                }
+                if url.contains('?') { url.to_owned() } else { format!("sqlite://{path}?mode=rwc") }
+            }
+            Backend::Postgres => url.to_owned(),
+        };
+        let pool = AnyPoolOptions::new()
+            .max_connections(match backend {
+                Backend::Sqlite => 4,
+                Backend::Postgres => 16,
+            })
+            .acquire_timeout(Duration::from_secs(10))
+            .after_connect(move |connection, _| {
+                Box::pin(async move {
+                    if backend == Backend::Sqlite {
+                        // Many readers and one writer without "database is locked".
+                        sqlx::query("PRAGMA journal_mode = WAL").execute(&mut *connection).await?;
+                        sqlx::query("PRAGMA busy_timeout = 10000").execute(&mut *connection).await?;
+                        sqlx::query("PRAGMA synchronous = NORMAL").execute(&mut *connection).await?;
+                    }
+                    Ok(())
+                })
+            })
+            .connect(&url)
+            .await?;
+        Ok(Store { pool, backend })
+    }
+
+    /// Which database this is.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Applies pending migrations.
+    ///
+    /// # Errors
+    /// [`StoreError::Migrate`] when a migration fails.
+    pub async fn migrate(&self) -> Result<(), StoreError> {
+        migrator(self.backend).run(&self.pool).await?;
+        Ok(())
+    }
+
+    /// Whether the database answers.
+    pub async fn ping(&self) -> bool {
+        sqlx::query("SELECT 1").execute(&self.pool).await.is_ok()
+    }
+
+    /// Stores a run record; committed when this returns.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the write fails.
+    pub async fn run_insert(&self, row: &RunRow) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO runs (run_id, tenant, subject, language, session_id, recorded_level, record, bytes, created_at, expires_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        )
+        .bind(&row.run_id)
+        .bind(&row.tenant)
+        .bind(&row.subject)
+        .bind(&row.language)
+        .bind(row.session_id.clone())
+        .bind(&row.recorded_level)
+        .bind(&row.record)
+        .bind(row.record.len() as i64)
+        .bind(row.created_at)
+        .bind(row.expires_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// One run record by id, whoever owns it (callers check ownership).
+    ///
+    /// # Errors
+    /// [`StoreError`] when the read fails.
+    pub async fn run_get(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {
+        let row = sqlx::query(
+            "SELECT run_id, tenant, subject, language, session_id, recorded_level, record, created_at, expires_at FROM runs WHERE run_id = $1",
+        )
+        .bind(run_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|row| run_from_row(&row)).transpose()
+    }
+
+    /// Run records of a tenant, newest first (operators).
+    ///
+    /// # Errors
+    /// [`StoreError`] when the read fails.
+    pub async fn runs_of_tenant(&self, tenant: &str, limit: i64) -> Result<Vec<RunRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT run_id, tenant, subject, language, session_id, recorded_level, record, created_at, expires_at FROM runs \
+             WHERE tenant = $1 ORDER BY created_at DESC LIMIT $2",
+        )
+        .bind(tenant)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(run_from_row).collect()
+    }
+
+    /// Deletes the records bound to a session that ended.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the write fails.
+    pub async fn runs_delete_session(&self, session_id: &str) -> Result<u64, StoreError> {
+        Ok(sqlx::query("DELETE FROM runs WHERE session_id = $1")
+            .bind(session_id)
+            .execute(&self.pool)
+            .await?
+            .rows_affected())
+    }
+
+    /// Deletes every session-bound record (sessions do not survive a
+    /// restart of a single-node server).
+    ///
+    /// # Errors
+    /// [`StoreError`] when the write fails.
+    pub async fn runs_delete_all_session_bound(&self) -> Result<u64, StoreError> {
+        Ok(sqlx::query("DELETE FROM runs WHERE session_id IS NOT NULL").execute(&self.pool).await?.rows_affected())
+    }
+
+    /// Deletes expired records and idempotency keys.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the write fails.
+    pub async fn sweep(&self, now_ms: i64) -> Result<u64, StoreError> {
+        let runs = sqlx::query("DELETE FROM runs WHERE expires_at IS NOT NULL AND expires_at <= $1")
+            .bind(now_ms)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        let keys = sqlx::query("DELETE FROM idempotency_keys WHERE expires_at <= $1")
+            .bind(now_ms)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        Ok(runs + keys)
+    }
+
+    /// How many run records exist (tests and metrics).
+    ///
+    /// # Errors
+    /// [`StoreError`] when the read fails.
+    pub async fn runs_count(&self) -> Result<i64, StoreError> {
+        let row = sqlx::query("SELECT COUNT(*) AS n FROM runs").fetch_one(&self.pool).await?;
+        Ok(row.try_get::<i64, _>("n")?)
+    }
+
+    /// Claims an idempotency key atomically (a conditional insert), or
+    /// reports who holds it. An expired key is released first.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the database fails.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn idempotency_claim(
+        &self,
+        tenant: &str,
+        subject: &str,
+        key: &str,
+        runnable_hash: &str,
+        input_hash: &str,
+        now_ms: i64,
+        expires_at: i64,
+    ) -> Result<Claim, StoreError> {
+        sqlx::query("DELETE FROM idempotency_keys WHERE tenant = $1 AND subject = $2 AND idempotency_key = $3 AND expires_at <= $4")
+            .bind(tenant)
+            .bind(subject)
+            .bind(key)
+            .bind(now_ms)
+            .execute(&self.pool)
+            .await?;
+        let inserted = sqlx::query(
+            "INSERT INTO idempotency_keys (tenant, subject, idempotency_key, runnable_hash, input_hash, state, response, created_at, expires_at) \
+             VALUES ($1, $2, $3, $4, $5, 'running', NULL, $6, $7) ON CONFLICT (tenant, subject, idempotency_key) DO NOTHING",
+        )
+        .bind(tenant)
+        .bind(subject)
+        .bind(key)
+        .bind(runnable_hash)
+        .bind(input_hash)
+        .bind(now_ms)
+        .bind(expires_at)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        if inserted == 1 {
+            return Ok(Claim::Claimed);
+        }
+        self.idempotency_get(tenant, subject, key).await.map(|held| held.unwrap_or(Claim::Claimed))
+    }
+
+    /// Who holds a key, if anyone.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the read fails.
+    pub async fn idempotency_get(&self, tenant: &str, subject: &str, key: &str) -> Result<Option<Claim>, StoreError> {
+        let row = sqlx::query(
+            "SELECT runnable_hash, input_hash, response FROM idempotency_keys WHERE tenant = $1 AND subject = $2 AND idempotency_key = $3",
+        )
+        .bind(tenant)
+        .bind(subject)
+        .bind(key)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|row| {
+            Ok(Claim::Held {
+                runnable_hash: row.try_get("runnable_hash")?,
+                input_hash: row.try_get("input_hash")?,
+                response: row.try_get::<Option<String>, _>("response")?,
+            })
+        })
+        .transpose()
+    }
+
+    /// Records the response of the Run that holds a key.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the write fails.
+    pub async fn idempotency_complete(
+        &self,
+        tenant: &str,
+        subject: &str,
+        key: &str,
+        response: &str,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE idempotency_keys SET state = 'done', response = $1 WHERE tenant = $2 AND subject = $3 AND idempotency_key = $4",
+        )
+        .bind(response)
+        .bind(tenant)
+        .bind(subject)
+        .bind(key)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Releases a claimed key whose Run never started (an internal failure
+    /// before execution), so a retry can run.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the write fails.
+    pub async fn idempotency_release(&self, tenant: &str, subject: &str, key: &str) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM idempotency_keys WHERE tenant = $1 AND subject = $2 AND idempotency_key = $3 AND state = 'running'")
+            .bind(tenant)
+            .bind(subject)
+            .bind(key)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Stores a promoted program; storing the same reference again is a
+    /// no-op (references are content-derived).
+    ///
+    /// # Errors
+    /// [`StoreError`] when the write fails.
+    pub async fn promoted_insert(&self, row: &PromotedRow) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO promoted_programs (tenant, program_ref, language, entry, body, baseline, promoter, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (tenant, program_ref) DO NOTHING",
+        )
+        .bind(&row.tenant)
+        .bind(&row.program_ref)
+        .bind(&row.language)
+        .bind(&row.entry)
+        .bind(&row.body)
+        .bind(&row.baseline)
+        .bind(&row.promoter)
+        .bind(row.created_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Every promoted program of a tenant.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the read fails.
+    pub async fn promoted_of_tenant(&self, tenant: &str) -> Result<Vec<PromotedRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT tenant, program_ref, language, entry, body, baseline, promoter, created_at FROM promoted_programs WHERE tenant = $1 ORDER BY program_ref",
+        )
+        .bind(tenant)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(PromotedRow {
+                    tenant: row.try_get("tenant")?,
+                    program_ref: row.try_get("program_ref")?,
+                    language: row.try_get("language")?,
+                    entry: row.try_get("entry")?,
+                    body: row.try_get("body")?,
+                    baseline: row.try_get("baseline")?,
+                    promoter: row.try_get("promoter")?,
+                    created_at: row.try_get("created_at")?,
+                })
+            })
+            .collect()
+    }
+}
+
+fn run_from_row(row: &AnyRow) -> Result<RunRow, StoreError> {
+    Ok(RunRow {
+        run_id: row.try_get("run_id")?,
+        tenant: row.try_get("tenant")?,
+        subject: row.try_get("subject")?,
+        language: row.try_get("language")?,
+        session_id: row.try_get::<Option<String>, _>("session_id")?,
+        recorded_level: row.try_get("recorded_level")?,
+        record: row.try_get("record")?,
+        created_at: row.try_get("created_at")?,
+        expires_at: row.try_get::<Option<i64>, _>("expires_at")?,
+    })
+}

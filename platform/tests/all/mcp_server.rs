@@ -543,3 +543,145 @@ async fn catalog_pages_versions_and_changes() {
     client.cancel().await.unwrap();
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashing_validator_is_internal_and_a_crashing_engine_is_an_outcome() {
+    let mut settings = settings(Backend::Sqlite).await;
+    settings.demo = false;
+    settings.dev_tenant = "lab".into();
+    let server = server(settings).await;
+    let hostile = server.platform.engine().load(crate::support::HOSTILE).unwrap();
+    let tenant = server.platform.install_language("lab", hostile).await;
+    tenant.put_entries(vec![pilotage_platform::catalog::StoredEntry::new(
+        serde_json::from_value(
+            json!({"id": "cap_a", "kind": "capability", "name": "A", "input_schema": {"type": "object"},
+            "risk": "safe", "risk_hints": {"readOnly": true, "destructive": false, "openWorld": false}}),
+        )
+        .unwrap(),
+        vec![],
+        None,
+    )]);
+    let client = client(&server.mcp_url()).await;
+    let error = request_error(&client, "validate_hostile", json!({"program": "validate:trap"})).await;
+    assert_eq!(error["error"]["kind"], "internal");
+    assert!(!error["error"]["message"].as_str().unwrap().contains("panic"), "internals stay in the log");
+    let error = request_error(&client, "validate_hostile", json!({"program": "validate:spin"})).await;
+    assert_eq!(error["error"]["kind"], "bounds_exceeded");
+    let run = ok(&client, "run_hostile", json!({"program": "execute:trap"})).await;
+    assert_eq!(run["outcome"]["status"], "engine_fault");
+    assert_eq!(run["outcome"]["ok"], false);
+    // The server still serves.
+    let fine = ok(&client, "validate_hostile", json!({"program": "fine"})).await;
+    assert_eq!(fine["valid"], true);
+    client.cancel().await.unwrap();
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn installing_a_language_announces_a_tool_list_change() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    #[derive(Clone)]
+    struct Listener(Arc<AtomicU32>);
+    impl rmcp::ClientHandler for Listener {
+        async fn on_tool_list_changed(&self, _context: rmcp::service::NotificationContext<rmcp::RoleClient>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    let server = server(settings(Backend::Sqlite).await).await;
+    pilotage_platform::install_crypto_provider();
+    let seen = Arc::new(AtomicU32::new(0));
+    let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(server.mcp_url());
+    let client = rmcp::ServiceExt::serve(Listener(seen.clone()), transport).await.unwrap();
+    let before = client.list_all_tools().await.unwrap().len();
+    let hostile = server.platform.engine().load(crate::support::HOSTILE).unwrap();
+    server.platform.install_language("demo", hostile).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while seen.load(Ordering::SeqCst) == 0 {
+        assert!(std::time::Instant::now() < deadline, "no notifications/tools/list_changed arrived");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let after = client.list_all_tools().await.unwrap();
+    assert!(after.len() > before);
+    assert!(after.iter().any(|tool| tool.name == "validate_hostile"));
+    client.cancel().await.unwrap();
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workflow_calls_a_promoted_program_as_one_opaque_step() {
+    let server = server(settings(Backend::Sqlite).await).await;
+    let client = client(&server.mcp_url()).await;
+    let inner = json!({"input": {"userId": "string"}, "steps": [
+        {"id": "profile", "kind": "call", "capability": "cap_read_user_profile", "with": {"user_id": "$.input.userId"}}
+    ], "output": {"name": "$.steps.profile.output.name", "tier": "$.steps.profile.output.tier"}});
+    let promoted = ok(
+        &client,
+        "promote_workflow",
+        json!({"workflow": inner, "name": "Greeting card",
+        "input_schema": {"type": "object", "properties": {"userId": {"type": "string"}}, "required": ["userId"]}}),
+    )
+    .await;
+    let reference = promoted["program_ref"].as_str().unwrap().to_owned();
+    assert_schema("CatalogEntry", &promoted["entry"]);
+    assert_eq!(promoted["entry"]["kind"], "workflow_program");
+    assert_eq!(promoted["entry"]["risk_hints"]["readOnly"], true);
+    // Promoting the same body again gives the same reference.
+    let again = ok(
+        &client,
+        "promote_workflow",
+        json!({"workflow": inner, "name": "Greeting card",
+        "input_schema": {"type": "object", "properties": {"userId": {"type": "string"}}, "required": ["userId"]}}),
+    )
+    .await;
+    assert_eq!(again["program_ref"], reference.as_str());
+    // It is in the catalog, and another workflow can call it.
+    let entry =
+        ok(&client, "pilotage_catalog", json!({"language": "workflow/v1", "verb": "get", "id": reference})).await;
+    assert_eq!(entry["entry"]["name"], "Greeting card");
+    let outer = json!({"steps": [{"id": "card", "kind": "call", "capability": reference, "with": {"userId": "42"}}],
+                       "output": "$.steps.card.output.name"});
+    let run = ok(&client, "run_workflow", json!({"workflow": outer})).await;
+    assert_eq!(run["outcome"]["status"], "success", "{run}");
+    assert_eq!(run["output"], "Amira Hassan");
+    let steps = run["trace"]["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 1, "opaque: one entry for the sub-program");
+    assert_eq!(steps[0]["calls"], reference.as_str());
+    // An invalid program is not promoted; its diagnostics come back.
+    let invalid = ok(
+        &client,
+        "promote_workflow",
+        json!({"workflow": {"steps": [{"id": "p", "kind": "call", "capability": "nope"}]}}),
+    )
+    .await;
+    assert_eq!(invalid["valid"], false);
+    client.cancel().await.unwrap();
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_hosts_and_body_limits() {
+    let mut settings = settings(Backend::Sqlite).await;
+    settings.max_body_bytes = 64 * 1024;
+    let server = server(settings).await;
+    let base = format!("http://{}", server.addr);
+    pilotage_platform::install_crypto_provider();
+    let http = reqwest::Client::new();
+    assert_eq!(http.get(format!("{base}/healthz")).send().await.unwrap().status(), 200);
+    assert_eq!(http.get(format!("{base}/readyz")).send().await.unwrap().status(), 200);
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}});
+    let response = raw_post(
+        &server.mcp_url(),
+        &initialize.to_string(),
+        &[("content-type", "application/json"), ("host", "evil.example")],
+    )
+    .await;
+    assert_eq!(response.status(), 403, "DNS-rebinding protection refuses foreign Host headers");
+    let big = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"padding": "x".repeat(100_000)}});
+    let response = raw_post(&server.mcp_url(), &big.to_string(), &[("content-type", "application/json")]).await;
+    assert_eq!(response.status(), 413);
+    server.stop().await;
+}

@@ -3,3 +3,6 @@
 
 /// The `workflow/v1` Language component.
 pub const WORKFLOW: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/workflow.wasm"));
+
+/// The `sql/postgres-15` Language component.
+pub const SQL: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/sql.wasm"));

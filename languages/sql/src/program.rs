@@ -1,0 +1,164 @@
+//! Parsing a program: the whole text with the PostgreSQL dialect, so a
+//! comment can never hide a second statement from the validator, and the
+//! text that will run is the parsed statement rendered back (comments
+//! dropped), never a slice of the author's text.
+
+use pilotage_guest_sdk::TextRange;
+use pilotage_guest_sdk::diag::{error_in, text_range};
+use pilotage_guest_sdk::{Diagnostic, TextPosition};
+use sqlparser::ast::Statement;
+use sqlparser::dialect::PostgreSqlDialect;
+use sqlparser::parser::{Parser, ParserError};
+use sqlparser::tokenizer::Span;
+
+use crate::codes;
+
+/// One parsed statement.
+#[derive(Clone, Debug)]
+pub struct Parsed {
+    /// The syntax tree.
+    pub statement: Statement,
+    /// Where it sits in the program (1-based, end exclusive).
+    pub range: TextRange,
+    /// The statement rendered from its tree: exactly what runs.
+    pub text: String,
+}
+
+/// The whole program: its statements, or the syntax error that stopped
+/// parsing.
+#[derive(Clone, Debug)]
+pub struct Program {
+    /// The statements in order.
+    pub statements: Vec<Parsed>,
+    /// The range covering the whole text (whole-document findings).
+    pub whole: TextRange,
+}
+
+/// Parses `text` as PostgreSQL.
+///
+/// # Errors
+/// A `syntax_error` diagnostic at the position where parsing stopped (the
+/// whole text when the parser gives none), or for a text with no
+/// statement; a `constraint` diagnostic when a statement does not render
+/// back to the same tree (so what runs could differ from what was
+/// checked).
+pub fn parse(text: &str) -> Result<Program, Diagnostic> {
+    let whole = whole_range(text);
+    let statements = parse_statements(text).map_err(|error| syntax_error(&error, &whole))?;
+    if statements.is_empty() {
+        return Err(error_in(codes::SYNTAX_ERROR, whole, "the program holds no SQL statement"));
+    }
+    let mut parsed = Vec::with_capacity(statements.len());
+    for statement in statements {
+        let range = span_range(sqlparser::ast::Spanned::span(&statement)).unwrap_or(whole);
+        let rendered = statement.to_string();
+        // The text that runs is the rendered tree; it must mean the same
+        // tree, or the checks would have been made on another statement.
+        match parse_statements(&rendered) {
+            Ok(again) if again.len() == 1 && again[0] == statement => {}
+            _ => {
+                return Err(error_in(
+                    pilotage_guest_sdk::diag::CONSTRAINT,
+                    range,
+                    "this statement cannot be rendered back to the same statement, so it cannot be run safely; simplify it",
+                ));
+            }
+        }
+        parsed.push(Parsed { statement, range, text: rendered });
+    }
+    Ok(Program { statements: parsed, whole })
+}
+
+fn parse_statements(text: &str) -> Result<Vec<Statement>, ParserError> {
+    Parser::new(&PostgreSqlDialect {}).with_recursion_limit(codes::MAX_NESTING).try_with_sql(text)?.parse_statements()
+}
+
+fn syntax_error(error: &ParserError, whole: &TextRange) -> Diagnostic {
+    let (message, at) = match error {
+        ParserError::TokenizerError(message) | ParserError::ParserError(message) => {
+            (message.clone(), position_in(message))
+        }
+        ParserError::RecursionLimitExceeded => {
+            (format!("the statement nests deeper than {} levels; flatten it", codes::MAX_NESTING), None)
+        }
+    };
+    let message = match message.find(" at Line: ") {
+        Some(index) => message[..index].to_owned(),
+        None => message,
+    };
+    let range = match at {
+        Some((line, column)) => text_range((line, column), (line, column + 1)),
+        None => *whole,
+    };
+    let hint = message
+        .ends_with("found: ?")
+        .then(|| "parameters are written $1, $2, …; their values come from input".to_owned());
+    pilotage_guest_sdk::diag::with_hint(error_in(codes::SYNTAX_ERROR, range, format!("syntax error: {message}")), hint)
+}
+
+/// The `Line: X, Column: Y` position a parser message carries.
+fn position_in(message: &str) -> Option<(u32, u32)> {
+    let rest = &message[message.rfind("Line: ")? + "Line: ".len()..];
+    let (line, rest) = rest.split_once(", Column: ")?;
+    let column: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    Some((line.trim().parse().ok()?, column.parse().ok()?))
+}
+
+/// A text range from a parser span; `None` for an empty span.
+pub fn span_range(span: Span) -> Option<TextRange> {
+    if span.start.line == 0 || span.end.line == 0 {
+        return None;
+    }
+    let clamp = |value: u64| u32::try_from(value).unwrap_or(u32::MAX);
+    Some(TextRange {
+        start: TextPosition { line: clamp(span.start.line), column: clamp(span.start.column) },
+        end: TextPosition { line: clamp(span.end.line), column: clamp(span.end.column) },
+    })
+}
+
+/// The range covering all of `text`: from 1:1 to just after its last
+/// character.
+pub fn whole_range(text: &str) -> TextRange {
+    let lines: Vec<&str> = text.split('\n').collect();
+    let last = lines.last().map_or(0, |line| line.chars().count());
+    text_range((1, 1), (lines.len() as u32, last as u32 + 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn comments_do_not_hide_statements() {
+        let program = parse("-- read the customers\nSELECT 1; /* and then */ DELETE FROM t").unwrap();
+        assert_eq!(program.statements.len(), 2);
+        assert_eq!(program.statements[1].text, "DELETE FROM t");
+        assert_eq!(program.statements[0].range.start, TextPosition { line: 2, column: 1 });
+    }
+
+    #[test]
+    fn syntax_errors_point_at_the_token() {
+        let error = parse("SELECT name\nFROM customers WHERE id = = 1").unwrap_err();
+        assert_eq!(error.code, codes::SYNTAX_ERROR);
+        let pilotage_guest_sdk::Locator::Range(range) = error.path else { panic!("a range") };
+        assert_eq!(range.start.line, 2);
+        assert!(!error.message.contains("Line:"));
+    }
+
+    #[test]
+    fn an_empty_program_is_a_syntax_error() {
+        assert_eq!(parse("  -- nothing\n").unwrap_err().code, codes::SYNTAX_ERROR);
+        assert_eq!(parse(";").unwrap_err().code, codes::SYNTAX_ERROR);
+    }
+
+    #[test]
+    fn deep_nesting_is_bounded() {
+        let deep = format!("SELECT {}1{}", "(".repeat(500), ")".repeat(500));
+        assert_eq!(parse(&deep).unwrap_err().code, codes::SYNTAX_ERROR);
+    }
+
+    #[test]
+    fn whole_range_ends_after_the_last_character() {
+        assert_eq!(whole_range("ab\ncd"), text_range((1, 1), (2, 3)));
+    }
+}

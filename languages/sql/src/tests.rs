@@ -1,0 +1,417 @@
+//! Native tests of sql/postgres-15 over a catalog shaped like the demo
+//! sales schema: every diagnostic code with a program that earns it and
+//! one that does not, plan derivation and step ids, the known bypasses,
+//! and execution over a scripted database.
+
+use std::collections::BTreeMap;
+
+use pilotage_guest_sdk::bindings::pilotage::language::sql::{Column, QueryResult, SqlError};
+use pilotage_guest_sdk::diag::{DESTRUCTIVE, SAFE, WRITE};
+use pilotage_guest_sdk::{CatalogEntry, Diagnostic, Locator, RiskHints, Severity, Validation};
+use serde_json::{Value, json};
+
+use crate::analyze::Catalog;
+use crate::codes;
+use crate::execute::{Database, execute};
+use crate::validate::{bind_input, validate};
+
+struct TestCatalog(BTreeMap<String, CatalogEntry>);
+
+fn table(id: &str, kind: &str, columns: &[&str], hints: RiskHints) -> CatalogEntry {
+    let properties: serde_json::Map<String, Value> =
+        columns.iter().map(|c| ((*c).to_owned(), json!({"type": ["string", "null"]}))).collect();
+    CatalogEntry {
+        id: id.into(),
+        kind: kind.into(),
+        name: id.rsplit('.').next().unwrap().into(),
+        description: None,
+        input_schema: None,
+        output_schema: Some(json!({"type": "object", "properties": properties}).to_string()),
+        risk: codes::risk_label(hints.read_only, hints.destructive).into(),
+        risk_hints: hints,
+        tags: vec![],
+    }
+}
+
+/// The demo schema as a read-only role sees it, plus a writable scratch
+/// table, a write-only table, and a same-named table in another schema.
+fn catalog() -> TestCatalog {
+    let entries = [
+        table("pilotage_demo.customers", "table", &["id", "name", "email", "country", "created_at"], SAFE),
+        table("pilotage_demo.orders", "table", &["id", "customer_id", "ordered_at", "status", "total_amount"], SAFE),
+        table("pilotage_demo.order_lines", "table", &["id", "order_id", "product", "quantity", "unit_price"], SAFE),
+        table("pilotage_demo.revenue_by_month", "view", &["month", "revenue"], SAFE),
+        table("scratch.notes", "table", &["id", "body"], DESTRUCTIVE),
+        table("scratch.audit", "table", &["id", "note"], WRITE),
+        table("archive.audit", "table", &["id", "note"], SAFE),
+    ];
+    TestCatalog(entries.into_iter().map(|e| (e.id.clone(), e)).collect())
+}
+
+impl Catalog for TestCatalog {
+    fn get(&self, id: &str) -> Option<CatalogEntry> {
+        self.0.get(id).cloned()
+    }
+    fn ids(&self, kind: &str) -> Vec<String> {
+        self.0.values().filter(|e| e.kind == kind).map(|e| e.id.clone()).collect()
+    }
+}
+
+fn check(text: &str) -> Validation {
+    validate(text, &catalog())
+}
+
+fn codes_of(validation: &Validation) -> Vec<String> {
+    validation.diagnostics.iter().map(|d| d.code.clone()).collect()
+}
+
+fn errors(validation: &Validation) -> Vec<&Diagnostic> {
+    validation.diagnostics.iter().filter(|d| d.severity == Severity::Error).collect()
+}
+
+fn assert_valid(text: &str) -> Validation {
+    let validation = check(text);
+    assert!(errors(&validation).is_empty(), "{text}: {:#?}", validation.diagnostics);
+    assert!(validation.plan.is_some());
+    validation
+}
+
+fn assert_code(text: &str, code: &str) -> Validation {
+    let validation = check(text);
+    assert!(
+        codes_of(&validation).iter().any(|c| c == code),
+        "{text}: expected {code}, got {:#?}",
+        validation.diagnostics
+    );
+    validation
+}
+
+const STORY_WRONG: &str = "SELECT c.name, date_trunc('month', o.ordered_at) AS month, sum(o.total) AS revenue\nFROM customers c JOIN orders o ON o.customer_id = c.id\nGROUP BY c.name, month\nORDER BY month, revenue DESC";
+
+#[test]
+fn the_story_query_gets_the_close_match_hint_then_plans_safe() {
+    let wrong = assert_code(STORY_WRONG, codes::UNKNOWN_COLUMN);
+    let finding = &errors(&wrong)[0];
+    assert_eq!(finding.hint.as_deref(), Some("close match: total_amount"));
+    let Locator::Range(range) = &finding.path else { panic!("text-range locator") };
+    assert_eq!((range.start.line, range.start.column), (1, 64));
+    assert!(wrong.plan.is_none() && wrong.statements.is_empty());
+
+    let fixed = assert_valid(&STORY_WRONG.replace("o.total)", "o.total_amount)"));
+    let plan = fixed.plan.unwrap();
+    let ids: Vec<&str> = plan.steps.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(ids, ["stmt-1", "stmt-1.ref-1", "stmt-1.ref-2"]);
+    assert_eq!(plan.steps[1].calls.as_deref(), Some("pilotage_demo.customers"));
+    assert_eq!(plan.steps[2].calls.as_deref(), Some("pilotage_demo.orders"));
+    assert_eq!(plan.max_risk, "safe");
+    assert!(plan.steps.iter().all(|s| s.risk_hints == SAFE));
+    assert_eq!(fixed.references, ["pilotage_demo.customers", "pilotage_demo.orders"]);
+    assert_eq!(fixed.statements.len(), 1);
+    assert!(fixed.statements[0].starts_with("SELECT c.name"));
+}
+
+#[test]
+fn syntax_error_in_both_polarities() {
+    assert_code("SELEC name FROM customers", codes::SYNTAX_ERROR);
+    assert_valid("SELECT name FROM customers LIMIT 1");
+}
+
+#[test]
+fn unknown_table_in_both_polarities_with_visible_hints_only() {
+    let validation = assert_code("SELECT name FROM customer LIMIT 1", codes::UNKNOWN_TABLE);
+    assert_eq!(errors(&validation)[0].hint.as_deref(), Some("close match: customers"));
+    // An unknown alias qualifier is an unknown FROM item too.
+    assert_code("SELECT x.name FROM customers c LIMIT 1", codes::UNKNOWN_TABLE);
+    // A name no visible entry resembles gets no hint at all.
+    let far = assert_code("SELECT 1 FROM payroll_secrets", codes::UNKNOWN_TABLE);
+    assert_eq!(errors(&far)[0].hint, None);
+    assert_valid("SELECT c.name FROM pilotage_demo.customers c LIMIT 1");
+    assert_valid("SELECT month, revenue FROM revenue_by_month");
+}
+
+#[test]
+fn ambiguous_table_in_both_polarities() {
+    assert_code("SELECT note FROM audit LIMIT 1", codes::AMBIGUOUS_TABLE);
+    assert_valid("SELECT note FROM archive.audit LIMIT 1");
+}
+
+#[test]
+fn unknown_column_in_both_polarities() {
+    assert_code("SELECT nme FROM customers LIMIT 1", codes::UNKNOWN_COLUMN);
+    assert_code("SELECT name FROM customers WHERE counrty = 'FR' LIMIT 1", codes::UNKNOWN_COLUMN);
+    assert_code("INSERT INTO scratch.notes (id, bdy) VALUES (1, 'x')", codes::UNKNOWN_COLUMN);
+    assert_valid("SELECT name FROM customers WHERE country = 'FR' LIMIT 1");
+    // Output aliases count in ORDER BY and GROUP BY, correlated names reach outer levels.
+    assert_valid(
+        "SELECT c.country AS land, count(*) AS n FROM customers c WHERE EXISTS (SELECT 1 FROM orders o WHERE o.customer_id = c.id) GROUP BY land ORDER BY n",
+    );
+    // A CTE's and a subquery's columns are their select lists.
+    assert_valid("WITH t AS (SELECT id AS key FROM customers) SELECT key FROM t LIMIT 1");
+    assert_code("WITH t AS (SELECT id AS key FROM customers) SELECT id FROM t LIMIT 1", codes::UNKNOWN_COLUMN);
+    assert_valid("SELECT s.total FROM (SELECT sum(total_amount) AS total FROM orders) s");
+}
+
+#[test]
+fn ambiguous_column_in_both_polarities() {
+    let validation = assert_code(
+        "SELECT id FROM customers JOIN orders ON orders.customer_id = customers.id LIMIT 1",
+        codes::AMBIGUOUS_COLUMN,
+    );
+    assert!(errors(&validation)[0].hint.as_deref().unwrap().contains("customers.id"));
+    assert_valid("SELECT customers.id FROM customers JOIN orders ON orders.customer_id = customers.id LIMIT 1");
+    assert_valid("SELECT id, note FROM scratch.audit JOIN archive.audit a USING (id, note) LIMIT 1");
+}
+
+#[test]
+fn statement_classes_outside_the_language_are_refused() {
+    for text in [
+        "DROP TABLE customers",
+        "CREATE TABLE x (id int)",
+        "ALTER TABLE customers ADD COLUMN x int",
+        "TRUNCATE orders",
+        "COPY customers TO STDOUT",
+        "BEGIN",
+        "COMMIT",
+        "ROLLBACK",
+        "SET TRANSACTION READ WRITE",
+        "SET ROLE postgres",
+        "SET SESSION AUTHORIZATION postgres",
+        "SET statement_timeout = 0",
+        "RESET ALL",
+        "SHOW search_path",
+        "GRANT SELECT ON customers TO public",
+        "EXPLAIN ANALYZE SELECT 1",
+        "SELECT * INTO copy_of_customers FROM customers",
+        "SELECT name FROM customers FOR UPDATE",
+        "SELECT name FROM customers LIMIT 1 FOR SHARE",
+    ] {
+        let validation = assert_code(text, codes::STATEMENT_NOT_ALLOWED);
+        assert!(validation.statements.is_empty() && validation.plan.is_none(), "{text}");
+    }
+    // The parser does not know DO blocks: refused all the same.
+    assert_code("DO $$ BEGIN PERFORM 1; END $$", codes::SYNTAX_ERROR);
+}
+
+#[test]
+fn writable_ctes_are_refused() {
+    assert_code(
+        "WITH gone AS (DELETE FROM scratch.notes RETURNING id) SELECT count(*) FROM gone",
+        codes::STATEMENT_NOT_ALLOWED,
+    );
+    assert_code(
+        "WITH added AS (INSERT INTO scratch.notes (id, body) VALUES (1, 'x') RETURNING id) SELECT id FROM added",
+        codes::STATEMENT_NOT_ALLOWED,
+    );
+    assert_code(
+        "SELECT 1 FROM customers WHERE EXISTS (WITH u AS (UPDATE scratch.notes SET body = 'x' RETURNING 1) SELECT 1 FROM u)",
+        codes::STATEMENT_NOT_ALLOWED,
+    );
+}
+
+#[test]
+fn function_allow_list_in_both_polarities() {
+    for text in [
+        "SELECT pg_sleep(10)",
+        "SELECT set_config('statement_timeout', '0', false)",
+        "SELECT nextval('scratch.notes_id_seq')",
+        "SELECT dblink('host=elsewhere', 'DROP TABLE x')",
+        "SELECT lo_import('/etc/passwd')",
+        "SELECT pg_read_file('/etc/passwd')",
+        "SELECT pg_catalog.upper(name) FROM customers",
+        "SELECT name FROM customers WHERE id = (SELECT pg_terminate_backend(1))",
+        "SELECT * FROM generate_series(1, 10)",
+        "SELECT 'customers'::regclass",
+    ] {
+        let validation = assert_code(text, codes::FUNCTION_NOT_ALLOWED);
+        assert!(validation.statements.is_empty(), "{text}");
+    }
+    assert_valid("SELECT upper(name), coalesce(country, '?'), date_trunc('day', now()) FROM customers LIMIT 1");
+    assert_valid(
+        "SELECT customer_id, sum(total_amount) FILTER (WHERE status <> 'cancelled'), rank() OVER (ORDER BY sum(total_amount) DESC) FROM orders GROUP BY customer_id",
+    );
+}
+
+#[test]
+fn multiple_statements_in_both_polarities() {
+    // The bypasses: a comment hiding a second statement, a smuggled write.
+    let hidden = assert_code(
+        "-- list customers\nSELECT name FROM customers LIMIT 1; DELETE FROM scratch.notes",
+        codes::MULTIPLE_STATEMENTS,
+    );
+    assert!(hidden.statements.is_empty());
+    assert_code("SELECT 1; /* harmless */ INSERT INTO scratch.notes VALUES (1, 'x')", codes::MULTIPLE_STATEMENTS);
+    let commit_drop = check("COMMIT; DROP TABLE orders");
+    assert!(codes_of(&commit_drop).contains(&codes::STATEMENT_NOT_ALLOWED.to_owned()));
+    assert!(codes_of(&commit_drop).contains(&codes::MULTIPLE_STATEMENTS.to_owned()));
+    // A script of queries is allowed, with ids in order.
+    let script = assert_valid("SELECT count(*) FROM customers; SELECT count(*) FROM orders");
+    let ids: Vec<String> = script.plan.unwrap().steps.into_iter().map(|s| s.id).collect();
+    assert_eq!(ids, ["stmt-1", "stmt-1.ref-1", "stmt-2", "stmt-2.ref-1"]);
+    assert_eq!(script.statements.len(), 2);
+    let too_many = vec!["SELECT 1"; codes::MAX_STATEMENTS + 1].join("; ");
+    assert_code(&too_many, codes::MULTIPLE_STATEMENTS);
+}
+
+#[test]
+fn parameter_mismatch_in_both_polarities() {
+    let question = assert_code("SELECT name FROM customers WHERE id = ?", codes::SYNTAX_ERROR);
+    assert!(question.diagnostics[0].hint.as_deref().unwrap().contains("$1"));
+    assert_code("SELECT name FROM customers WHERE id = $2", codes::PARAMETER_MISMATCH);
+    assert_code("SELECT name FROM customers WHERE id = :id", codes::PARAMETER_MISMATCH);
+    assert_valid("SELECT name FROM customers WHERE id = $1 AND country = $2");
+}
+
+#[test]
+fn unsupported_syntax_in_both_polarities() {
+    assert_code(
+        "SELECT name, rank() OVER w FROM customers WINDOW w AS (ORDER BY id) LIMIT 1",
+        codes::UNSUPPORTED_SYNTAX,
+    );
+    assert_valid("SELECT name FROM customers WHERE id = ANY (SELECT customer_id FROM orders) FETCH FIRST 1 ROWS ONLY");
+    assert_code("SELECT x FROM customers, LATERAL unnest(ARRAY[1]) AS x", codes::UNSUPPORTED_SYNTAX);
+    assert_valid("SELECT name FROM customers ORDER BY name OFFSET 2 LIMIT 3");
+}
+
+#[test]
+fn read_only_relation_in_both_polarities() {
+    assert_code("INSERT INTO customers (id, name) VALUES (1, 'x')", codes::READ_ONLY_RELATION);
+    assert_code("UPDATE orders SET status = 'x' WHERE id = 1", codes::READ_ONLY_RELATION);
+    assert_code("DELETE FROM scratch.audit WHERE id = 1", codes::READ_ONLY_RELATION);
+    let insert = assert_valid("INSERT INTO scratch.audit (id, note) VALUES ($1, $2) RETURNING id");
+    let plan = insert.plan.unwrap();
+    assert_eq!(plan.max_risk, "write");
+    assert_eq!(plan.steps[1].calls.as_deref(), Some("scratch.audit"));
+    assert_eq!(plan.steps[1].risk_hints, WRITE);
+    let delete = assert_valid("DELETE FROM scratch.notes n USING customers c WHERE n.id = c.id");
+    let plan = delete.plan.unwrap();
+    assert_eq!(plan.max_risk, "destructive");
+    let ids: Vec<(&str, Option<&str>, &str)> =
+        plan.steps.iter().map(|s| (s.id.as_str(), s.calls.as_deref(), s.risk.as_str())).collect();
+    assert_eq!(
+        ids,
+        [
+            ("stmt-1", None, "destructive"),
+            ("stmt-1.ref-1", Some("scratch.notes"), "destructive"),
+            ("stmt-1.ref-2", Some("pilotage_demo.customers"), "safe")
+        ]
+    );
+}
+
+#[test]
+fn warnings_keep_programs_valid() {
+    let star = assert_valid("SELECT * FROM customers LIMIT 5");
+    assert_eq!(codes_of(&star), [codes::SELECT_STAR]);
+    let unlimited = assert_valid("SELECT name FROM customers");
+    assert_eq!(codes_of(&unlimited), [codes::NO_LIMIT]);
+    assert!(check("SELECT count(*) FROM customers").diagnostics.is_empty());
+    assert!(check("SELECT name FROM customers LIMIT 3").diagnostics.is_empty());
+    let everything = assert_valid("DELETE FROM scratch.notes");
+    assert_eq!(codes_of(&everything), [codes::MISSING_WHERE]);
+    assert_valid("UPDATE scratch.notes SET body = upper(body) WHERE id = 1");
+    assert!(check("UPDATE scratch.notes SET body = upper(body) WHERE id = 1").diagnostics.is_empty());
+}
+
+#[test]
+fn upserts_resolve_excluded_and_conflict_columns() {
+    assert_valid(
+        "INSERT INTO scratch.notes (id, body) VALUES (1, 'a') ON CONFLICT (id) DO UPDATE SET body = excluded.body RETURNING id",
+    );
+    assert_code(
+        "INSERT INTO scratch.notes (id, body) VALUES (1, 'a') ON CONFLICT (idd) DO NOTHING",
+        codes::UNKNOWN_COLUMN,
+    );
+}
+
+#[test]
+fn statements_run_rendered_without_comments() {
+    let validation = assert_valid("SELECT name /* the name */ FROM customers -- trailing\nLIMIT 1");
+    assert_eq!(validation.statements, ["SELECT name FROM customers LIMIT 1"]);
+}
+
+#[test]
+fn input_binding_follows_the_documented_convention() {
+    let text = "SELECT name FROM customers WHERE id = $1 AND country = $2";
+    assert!(bind_input(text, Some(&json!([1, "FR"]))).is_empty());
+    assert!(bind_input(text, Some(&json!({"params": [1, "FR"]}))).is_empty());
+    let missing = bind_input(text, Some(&json!([1])));
+    assert_eq!(missing[0].code, "input_binding");
+    let extra = bind_input(text, Some(&json!([1, "FR", 3])));
+    assert_eq!(extra[0].path, Locator::Pointer("/2".into()));
+    assert!(bind_input("SELECT 1", None).is_empty());
+    assert!(!bind_input("SELECT 1", Some(&json!([1]))).is_empty());
+}
+
+/// A scripted database: answers each statement in turn, recording calls.
+struct Scripted {
+    answers: Vec<Result<QueryResult, SqlError>>,
+    calls: Vec<(String, String, Value)>,
+}
+
+impl Database for Scripted {
+    fn query(&mut self, step_id: &str, statement: &str, params: &Value) -> Result<QueryResult, SqlError> {
+        self.calls.push((step_id.into(), statement.into(), params.clone()));
+        self.answers.remove(0)
+    }
+}
+
+fn rows(columns: &[&str], rows: Value) -> QueryResult {
+    let count = rows.as_array().map_or(0, Vec::len) as u64;
+    QueryResult {
+        columns: columns.iter().map(|c| Column { name: (*c).into(), type_name: "text".into() }).collect(),
+        rows: rows.to_string(),
+        rows_matched: count,
+        truncated: false,
+        elapsed_ms: 2,
+    }
+}
+
+#[test]
+fn execution_traces_statements_and_references_as_planned() {
+    let text = "SELECT count(*) AS n FROM customers; SELECT c.name, o.status FROM customers c JOIN orders o ON o.customer_id = c.id WHERE c.id = $1 LIMIT 2";
+    let mut database = Scripted {
+        answers: vec![Ok(rows(&["n"], json!([[3]]))), Ok(rows(&["name", "status"], json!([["Ada", "shipped"]])))],
+        calls: vec![],
+    };
+    let result = execute(text, Some(&json!([7])), &catalog(), &mut database);
+    assert!(result.outcome.ok, "{:?}", result.outcome);
+    let plan = check(text).plan.unwrap();
+    let planned: Vec<(String, Option<String>)> = plan.steps.into_iter().map(|s| (s.id, s.calls)).collect();
+    let traced: Vec<(String, Option<String>)> = result.steps.iter().map(|s| (s.id.clone(), s.calls.clone())).collect();
+    assert_eq!(planned, traced);
+    // Statement 1 needs no parameter; statement 2 gets $1.
+    assert_eq!(database.calls[0].2, json!([]));
+    assert_eq!(database.calls[1].2, json!([7]));
+    assert_eq!(database.calls[1].0, "stmt-2");
+    let output: Value = serde_json::from_str(result.output.as_deref().unwrap()).unwrap();
+    assert_eq!(output, json!([{"name": "Ada", "status": "shipped"}]));
+    let first: Value = serde_json::from_str(result.steps[0].output.as_deref().unwrap()).unwrap();
+    assert_eq!(first["rows_matched"], 1);
+    assert!(result.steps[0].output.as_deref().unwrap().starts_with("{\"rows_matched\""));
+    assert_eq!(result.steps[0].t_ms, Some(2));
+}
+
+#[test]
+fn a_failed_statement_stops_the_run_as_rolled_back_with_the_trace_so_far() {
+    let text = "SELECT count(*) FROM customers; SELECT count(*) FROM orders; SELECT count(*) FROM order_lines";
+    let mut database = Scripted {
+        answers: vec![
+            Ok(rows(&["count"], json!([[3]]))),
+            Err(SqlError::Failed("canceling statement due to statement timeout".into())),
+        ],
+        calls: vec![],
+    };
+    let result = execute(text, None, &catalog(), &mut database);
+    assert_eq!(result.outcome.status, codes::ROLLED_BACK);
+    assert!(!result.outcome.ok);
+    let ids: Vec<&str> = result.steps.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(ids, ["stmt-1", "stmt-1.ref-1", "stmt-2", "stmt-2.ref-1"]);
+    assert!(!result.steps[2].outcome.ok && result.steps[3].output.is_none());
+    assert_eq!(database.calls.len(), 2);
+    assert!(result.output.is_none());
+}
+
+#[test]
+fn duplicate_column_names_are_suffixed_in_output() {
+    let result = rows(&["id", "id"], json!([[1, 2]]));
+    assert_eq!(crate::execute::rows_as_objects(&result), json!([{"id": 1, "id_2": 2}]));
+}

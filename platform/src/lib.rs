@@ -31,7 +31,9 @@ pub fn install_crypto_provider() {
 
 pub mod bundled;
 pub mod catalog;
+pub mod client;
 pub mod config;
+pub mod demo;
 pub mod demo_world;
 pub mod engine;
 pub mod http;

@@ -31,6 +31,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// The main job: start the platform on the embedded default and drive
+    /// the reference client through the spec's scenarios, step by step.
+    Demo(ServeArgs),
     /// Run the MCP server (Streamable HTTP at /mcp, or stdio).
     Serve(ServeArgs),
     /// Apply database migrations and exit.
@@ -193,6 +196,7 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Demo(args) => runtime().and_then(|rt| rt.block_on(demo(args))),
         Command::Serve(args) => runtime().and_then(|rt| rt.block_on(serve(args))),
         Command::Migrate(args) => runtime().and_then(|rt| rt.block_on(migrate(args))),
         Command::DemoWorld { listen } => runtime().and_then(|rt| rt.block_on(demo_world(listen))),
@@ -260,6 +264,17 @@ async fn serve_stdio(mut settings: pilotage_platform::config::Settings) -> Resul
     let _ = server.platform.store().runs_delete_session(&session).await;
     server.stop().await;
     Ok(ExitCode::SUCCESS)
+}
+
+async fn demo(args: ServeArgs) -> Result<ExitCode> {
+    let mut settings = args.settings()?;
+    if args.listen.is_none() {
+        // Any free loopback port: the demo never collides with a server.
+        settings.listen = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+    }
+    let mut out = std::io::stdout();
+    let report = pilotage_platform::demo::run(settings, &mut out).await?;
+    Ok(if report.succeeded() { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
 async fn migrate(args: ServeArgs) -> Result<ExitCode> {

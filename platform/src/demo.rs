@@ -1,0 +1,315 @@
+//! The main job: `pilotage demo` starts the platform on the embedded
+//! default (SQLite, the bundled Languages, the demo tenant and its
+//! capability service) and drives the reference client through the spec's
+//! own scenarios, saying what happens at each step. Every step checks what
+//! the spec requires; the demo fails when any step does not behave so.
+//!
+//! Scenarios: the Part III §9.3–9.4 workflow (a typo caught with the
+//! close-match hint, corrected, executed, its trace fetched again by
+//! `run_id`); a branching workflow whose trace shows the decision; a stale
+//! `catalog_version` refused with `catalog_drift` and recovered; a
+//! destructive plan stopped at the Host gate.
+
+use std::io::Write;
+
+use serde_json::{Value, json};
+
+use crate::client::gate::Refuse;
+use crate::client::{ClientError, Connection, PilotageClient, RunOptions};
+use crate::config::Settings;
+use crate::server::{Server, StartError, start};
+
+/// What the demo saw.
+#[derive(Debug, Default)]
+pub struct DemoReport {
+    /// Steps that behaved as the spec says.
+    pub passed: Vec<String>,
+    /// Steps that did not, with what happened.
+    pub failed: Vec<String>,
+}
+
+impl DemoReport {
+    /// Whether every step behaved.
+    pub fn succeeded(&self) -> bool {
+        self.failed.is_empty() && !self.passed.is_empty()
+    }
+}
+
+/// Occurs when the demo cannot run at all.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DemoError {
+    /// Occurs when the server does not start.
+    #[error(transparent)]
+    Start(#[from] StartError),
+    /// Occurs when the client loses the server.
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    /// Occurs when the output cannot be written.
+    #[error("cannot write the demo's output: {0}")]
+    Output(#[from] std::io::Error),
+}
+
+struct Narrator<'o> {
+    out: &'o mut dyn Write,
+    report: DemoReport,
+}
+
+impl Narrator<'_> {
+    fn say(&mut self, text: &str) -> std::io::Result<()> {
+        writeln!(self.out, "{text}")
+    }
+
+    fn check(&mut self, what: &str, holds: bool, detail: impl std::fmt::Display) -> std::io::Result<()> {
+        if holds {
+            writeln!(self.out, "   ✓ {what}")?;
+            self.report.passed.push(what.to_owned());
+        } else {
+            writeln!(self.out, "   ✗ {what}: {detail}")?;
+            self.report.failed.push(format!("{what}: {detail}"));
+        }
+        Ok(())
+    }
+}
+
+fn indent(value: &Value) -> String {
+    serde_json::to_string_pretty(value)
+        .unwrap_or_default()
+        .lines()
+        .map(|line| format!("     {line}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn typo_program() -> Value {
+    json!({
+        "steps": [{"id": "profile", "kind": "call", "capability": "cap_read_user_profil", "with": {"user_id": "$.input.userId"}}],
+        "output": {"name": "$.steps.profile.output.name"}
+    })
+}
+
+/// Runs the demo against a freshly started server and writes the story to
+/// `out`.
+///
+/// # Errors
+/// [`DemoError`] when the server cannot start or the client loses it;
+/// scenario failures are in the report.
+pub async fn run(settings: Settings, out: &mut dyn Write) -> Result<DemoReport, DemoError> {
+    let server = start(settings).await?;
+    let result = scenarios(&server, out).await;
+    server.stop().await;
+    result
+}
+
+async fn scenarios(server: &Server, out: &mut dyn Write) -> Result<DemoReport, DemoError> {
+    let mut n = Narrator { out, report: DemoReport::default() };
+    let url = server.mcp_url();
+    n.say(&format!("Pilotage Platform demo: the server is up at {url} (SQLite, demo tenant, bundled Languages)."))?;
+    if let Some((addr, _)) = &server.demo_world {
+        n.say(&format!("The demo capability service (profiles, orders, outbox) answers at http://{addr}.\n"))?;
+    }
+
+    // 1. Discover.
+    n.say("1. Discover: the agent connects and asks for the manifest first.")?;
+    let connection = Connection::http(&url, None).await?;
+    n.check(
+        "the server declares the Pilotage extension at initialize",
+        connection.declares_extension(),
+        "no extension",
+    )?;
+    let welcome = connection.instructions().unwrap_or_default();
+    n.check("the welcome text sends the agent to pilotage_manifest", welcome.contains("pilotage_manifest"), &welcome)?;
+    let inline = connection.inline_manifest();
+    let mut client = PilotageClient::discover(connection).await?;
+    let languages: Vec<String> = client.manifest().languages.iter().map(|l| l.name.clone()).collect();
+    n.say(&format!("   The manifest lists: {}.", languages.join(", ")))?;
+    n.check(
+        "the inline manifest equals the manifest tool's",
+        inline.as_ref() == Some(client.manifest()),
+        "they differ",
+    )?;
+
+    // 2. Learn.
+    n.say("\n2. Learn: read the core guide of workflow/v1 before writing anything.")?;
+    let core = client.core_guide("workflow/v1").await?;
+    n.say(&format!("   '{}' ({} bytes).", core.title, core.size_bytes))?;
+    n.check("the core guide is small (at most 8 KiB)", core.size_bytes <= 8192, core.size_bytes)?;
+
+    // 3. Lookup.
+    n.say("\n3. Lookup: which capabilities can a workflow call?")?;
+    let page = client.catalog_list("workflow/v1", None, None).await?;
+    for entry in &page.items {
+        n.say(&format!("   {} [{}] {}", entry.id, entry.risk, entry.name))?;
+    }
+    n.say(&format!("   catalog_version {}", page.catalog_version))?;
+
+    // 4. Validate with a typo, fix it from the hint.
+    n.say("\n4. Validate the spec's example (Part III §9.3), typo included: cap_read_user_profil.")?;
+    let mut program = typo_program();
+    let first = client.validate("workflow/v1", &program, None).await?;
+    n.say(&indent(&serde_json::to_value(&first.diagnostics).unwrap_or_default()))?;
+    let hint = first.diagnostics.first().and_then(|d| d.hint.clone()).unwrap_or_default();
+    n.check("the program is invalid, not an error", !first.valid, "valid")?;
+    n.check(
+        "the diagnostic is unknown_capability at /steps/0/capability with the close match",
+        first.diagnostics.first().is_some_and(|d| d.code == "unknown_capability")
+            && hint == "close match: cap_read_user_profile",
+        &hint,
+    )?;
+    let fixed = hint.trim_start_matches("close match: ").to_owned();
+    program["steps"][0]["capability"] = json!(fixed);
+    n.say(&format!("   The agent applies the hint: capability = {fixed}."))?;
+    let second = client.validate("workflow/v1", &program, None).await?;
+    let plan = second.plan.clone();
+    n.check("the corrected program is valid and comes with a plan", second.valid && plan.is_some(), "invalid")?;
+    if let Some(plan) = &plan {
+        n.say(&format!(
+            "   Plan: {} step(s), max_risk {} (readOnly={}, destructive={}, openWorld={}).",
+            plan.steps.len(),
+            plan.max_risk,
+            plan.max_risk_hints.read_only,
+            plan.max_risk_hints.destructive,
+            plan.max_risk_hints.open_world
+        ))?;
+    }
+
+    // 5. Execute through the Host gate, then fetch the trace again.
+    n.say("\n5. Execute (Part III §9.4): the plan is read-only, so the Host gate lets it through.")?;
+    let options = RunOptions {
+        trace_level: Some("full".into()),
+        store: Some(true),
+        fetch: true,
+        drift_retries: 1,
+        ..RunOptions::default()
+    };
+    let report = client.run("workflow/v1", program.clone(), Some(json!({"userId": "42"})), &options, &Refuse).await?;
+    let execution = report.execution.clone();
+    n.check("the gate needed no approval", report.approved && report.approval.is_none(), "approval was asked")?;
+    match &execution {
+        Some(execution) => {
+            n.say(&format!(
+                "   outcome {:?}, output {}",
+                execution.outcome.status,
+                execution.output.clone().unwrap_or(Value::Null)
+            ))?;
+            if let Some(trace) = &execution.trace {
+                n.say("   trace:")?;
+                n.say(&indent(&serde_json::to_value(trace).unwrap_or_default()))?;
+            }
+            n.check(
+                "the Run succeeded with the profile's name",
+                execution.output == Some(json!({"name": "Amira Hassan"})),
+                &execution.outcome.status,
+            )?;
+            let fetched = report.fetched.as_ref();
+            n.check(
+                &format!("the stored trace fetched again by run_id {} is the same trace", execution.run_id),
+                fetched.is_some_and(|f| Some(&f.trace) == execution.trace.as_ref()),
+                "it differs or is missing",
+            )?;
+        }
+        None => n.check("the Run was executed", false, "no execute response")?,
+    }
+
+    // 6. Branching.
+    n.say("\n6. A branching workflow: gold customers get a note; the trace shows which way it went and why.")?;
+    let branching = json!({
+        "input": {"userId": "string"},
+        "steps": [
+            {"id": "profile", "kind": "call", "capability": "cap_read_user_profile", "with": {"user_id": "$.input.userId"}},
+            {"id": "tier", "kind": "branch", "if": {"eq": ["$.steps.profile.output.tier", "gold"]},
+             "then": [{"id": "flag", "kind": "call", "capability": "cap_flag_order", "with": {"order_id": "o-1001", "reason": "gold customer follow-up"}}],
+             "else": [{"id": "note", "kind": "call", "capability": "cap_read_outbox"}]}
+        ],
+        "output": {"name": "$.steps.profile.output.name"}
+    });
+    let report = client.run("workflow/v1", branching, Some(json!({"userId": "42"})), &options, &Refuse).await?;
+    let decision = report
+        .execution
+        .as_ref()
+        .and_then(|e| e.trace.as_ref())
+        .and_then(|t| t.steps.iter().find(|s| s.id == "tier"))
+        .and_then(|s| s.decisions.first().cloned());
+    match &decision {
+        Some(decision) => {
+            n.say(&format!("   decision at '{}': took '{}' because {}", decision.at, decision.took, decision.because))?
+        }
+        None => n.say("   no decision was traced")?,
+    }
+    n.check(
+        "the branch took 'then' and said why",
+        decision.as_ref().is_some_and(|d| d.took == "then" && d.because.contains("gold")),
+        "no such decision",
+    )?;
+
+    // 7. Drift.
+    n.say("\n7. Drift: the agent validates, then an operator edits the catalog before the Run.")?;
+    let validated = client.validate("workflow/v1", &program, None).await?;
+    let stale = validated.catalog_version.clone().unwrap_or_default();
+    if let Some(tenant) = server.platform.tenant(&server.platform.dev_principal().tenant) {
+        let edited = tenant.with_catalog(|catalog| catalog.stored("cap_read_user_profile").map(|s| s.as_ref().clone()));
+        if let Some(mut edited) = edited {
+            edited.entry.description =
+                Some("Returns one user's profile: name, email and loyalty tier (edited).".into());
+            tenant.put_entries(vec![edited]);
+            n.say("   The operator updated the description of cap_read_user_profile.")?;
+        }
+    }
+    let argument = client.program_argument("run_workflow", "workflow/v1")?;
+    let refused = client
+        .execute_raw(
+            "workflow/v1",
+            json!({argument: program, "input": {"userId": "42"}, "expected_catalog_version": stale}),
+        )
+        .await?;
+    n.say(&format!(
+        "   execute with the old catalog_version → {} ({})",
+        refused.outcome.status,
+        refused.outcome.error.clone().unwrap_or_default()
+    ))?;
+    n.check(
+        "the stale token is refused with catalog_drift before anything runs",
+        refused.outcome.status == "catalog_drift",
+        &refused.outcome.status,
+    )?;
+    let recovered =
+        client.run("workflow/v1", program.clone(), Some(json!({"userId": "42"})), &options, &Refuse).await?;
+    n.check(
+        "after looking up and validating again, the Run succeeds",
+        recovered.execution.as_ref().is_some_and(|e| e.outcome.ok),
+        "it did not",
+    )?;
+
+    // 8. The Host gate.
+    n.say("\n8. A destructive plan: the agent asks to cancel every pending order of user 42.")?;
+    let destructive = json!({
+        "steps": [
+            {"id": "orders", "kind": "call", "capability": "cap_list_orders", "with": {"user_id": "42"}},
+            {"id": "each", "kind": "for_each", "over": "$.steps.orders.output.orders", "as": "order", "do": [
+                {"id": "pending", "kind": "branch", "if": {"eq": ["$.order.status", "pending"]},
+                 "then": [{"id": "cancel", "kind": "call", "capability": "cap_cancel_order", "with": {"order_id": "$.order.id"}}]}
+            ]}
+        ]
+    });
+    let cancels_before = server.demo_world.as_ref().map(|(_, w)| w.calls().get("/orders/cancel").copied().unwrap_or(0));
+    let gated = client.run("workflow/v1", destructive, None, &options, &Refuse).await?;
+    if let Some(request) = &gated.approval {
+        n.say("   The Host asks for approval outside the model:")?;
+        for line in request.prompt().lines() {
+            n.say(&format!("     {line}"))?;
+        }
+    }
+    n.say("   No one approves (this demo runs unattended), so the Host does not send the execute request.")?;
+    let cancels_after = server.demo_world.as_ref().map(|(_, w)| w.calls().get("/orders/cancel").copied().unwrap_or(0));
+    n.check(
+        "the destructive plan needed approval and was not executed",
+        gated.approval.is_some() && !gated.approved && gated.executions.is_empty() && cancels_before == cancels_after,
+        "it ran",
+    )?;
+
+    let passed = n.report.passed.len();
+    let failed = n.report.failed.len();
+    n.say(&format!("\n{passed} checks passed, {failed} failed."))?;
+    client.close().await;
+    Ok(n.report)
+}

@@ -23,3 +23,89 @@ async fn the_demo_passes_on_sqlite() {
 async fn the_demo_passes_on_postgres() {
     demo_passes(Backend::Postgres).await;
 }
+
+fn pilotage(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_pilotage")).args(args).output().expect("the pilotage binary runs")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_commands_drive_a_server() {
+    let server = crate::endpoint::server(settings(Backend::Sqlite).await).await;
+    let url = server.mcp_url();
+    let dir = std::env::temp_dir().join(crate::endpoint::unique("client-cli"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let safe = dir.join("safe.json");
+    std::fs::write(&safe, crate::endpoint::spec_program().to_string()).unwrap();
+    let destructive = dir.join("destructive.json");
+    std::fs::write(
+        &destructive,
+        serde_json::json!({"steps": [{"id": "cancel", "kind": "call", "capability": "cap_cancel_order", "with": {"order_id": "o-1001"}}]}).to_string(),
+    )
+    .unwrap();
+    let url_arg = url.as_str();
+    let tools = tokio::task::spawn_blocking({
+        let url = url.clone();
+        move || pilotage(&["client", "tools", &url])
+    })
+    .await
+    .unwrap();
+    assert!(tools.status.success(), "{}", String::from_utf8_lossy(&tools.stderr));
+    assert!(String::from_utf8_lossy(&tools.stdout).contains("pilotage_manifest"));
+
+    let (safe_arg, destructive_arg) = (safe.display().to_string(), destructive.display().to_string());
+    let run = {
+        let args = vec![
+            "client".to_owned(),
+            "run".into(),
+            url_arg.into(),
+            "workflow/v1".into(),
+            safe_arg.clone(),
+            "--input".into(),
+            r#"{"userId": "42"}"#.into(),
+            "--store".into(),
+        ];
+        tokio::task::spawn_blocking(move || pilotage(&args.iter().map(String::as_str).collect::<Vec<_>>()))
+            .await
+            .unwrap()
+    };
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let response: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert_eq!(response["output"]["name"], "Amira Hassan");
+    let trace = {
+        let args =
+            vec!["client".to_owned(), "trace".into(), url_arg.into(), response["run_id"].as_str().unwrap().into()];
+        tokio::task::spawn_blocking(move || pilotage(&args.iter().map(String::as_str).collect::<Vec<_>>()))
+            .await
+            .unwrap()
+    };
+    assert!(trace.status.success());
+
+    // Not interactive and no --approve: the destructive plan is refused.
+    let refused = {
+        let args =
+            vec!["client".to_owned(), "run".into(), url_arg.into(), "workflow/v1".into(), destructive_arg.clone()];
+        tokio::task::spawn_blocking(move || pilotage(&args.iter().map(String::as_str).collect::<Vec<_>>()))
+            .await
+            .unwrap()
+    };
+    assert_eq!(refused.status.code(), Some(4), "{}", String::from_utf8_lossy(&refused.stderr));
+    let (_, world) = server.demo_world.as_ref().unwrap();
+    assert!(world.calls().get("/orders/cancel").is_none(), "the gate let a destructive Run through");
+    let approved = {
+        let args = vec![
+            "client".to_owned(),
+            "run".into(),
+            url_arg.into(),
+            "workflow/v1".into(),
+            destructive_arg,
+            "--approve".into(),
+            "destructive".into(),
+        ];
+        tokio::task::spawn_blocking(move || pilotage(&args.iter().map(String::as_str).collect::<Vec<_>>()))
+            .await
+            .unwrap()
+    };
+    assert!(approved.status.success(), "{}", String::from_utf8_lossy(&approved.stderr));
+    assert_eq!(world.calls().get("/orders/cancel"), Some(&1));
+    server.stop().await;
+}

@@ -4,6 +4,7 @@ mod endpoint;
 mod support;
 
 mod engine_bounds;
+mod interop;
 mod main_job;
 mod mcp_server;
 mod protocol_schema;

@@ -1,0 +1,149 @@
+//! Interoperability with real MCP clients: the official TypeScript SDK
+//! (`tests/interop/ts`) and Python SDK (`tests/interop/py`) clients drive
+//! the real server over Streamable HTTP through the Part III §9.3–9.4
+//! scenario, and must accept every result, request errors included,
+//! against the tools' declared `outputSchema` (Part III §6, §7.2).
+//!
+//! The SDKs are installed by `.ci/run`; when they are missing these tests
+//! fail and say how to install them (never a silent skip).
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::endpoint::{Backend, server, settings};
+
+/// Longest time one client script may take; each normally finishes in a
+/// few seconds.
+const SCRIPT_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// The repository root (the scripts' paths are relative to it).
+fn repository() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the platform crate sits in the workspace").to_path_buf()
+}
+
+/// Fails with `install` in the message unless `program args` runs and
+/// exits 0.
+fn require(program: &str, args: &[&str], what: &str, install: &str) {
+    let status = Command::new(program)
+        .args(args)
+        .current_dir(repository())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    match status {
+        Ok(status) if status.success() => {}
+        Ok(status) => panic!("{what} is not installed ({program} exited with {status}); run `.ci/run`, or: {install}"),
+        Err(error) => panic!("{what} is not available ({program}: {error}); run `.ci/run`, or: {install}"),
+    }
+}
+
+fn typescript_sdk_installed() {
+    let install = "npm ci --prefix tests/interop/ts";
+    require("node", &["--version"], "Node.js", install);
+    let sdk = repository().join("tests/interop/ts/node_modules/@modelcontextprotocol/sdk/package.json");
+    assert!(
+        sdk.is_file(),
+        "the TypeScript MCP SDK is not installed ({} is missing); run `.ci/run`, or: {install}",
+        sdk.display()
+    );
+}
+
+fn python_sdk_installed() {
+    let install = "python3 -m pip install -r tests/interop/py/requirements.txt";
+    require("python3", &["-c", "import mcp.client.streamable_http"], "the Python MCP SDK (`mcp`)", install);
+}
+
+/// What a client script reported.
+struct Report {
+    status: std::process::ExitStatus,
+    stdout: String,
+    stderr: String,
+}
+
+fn read_all(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = pipe.read_to_string(&mut text);
+        text
+    })
+}
+
+/// Runs `program script url` from the repository root, killing it after
+/// [`SCRIPT_TIMEOUT`].
+fn run_script(program: &str, script: &Path, url: &str) -> Report {
+    let mut child = Command::new(program)
+        .arg(script)
+        .arg(url)
+        .current_dir(repository())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|error| panic!("cannot start {program} {}: {error}", script.display()));
+    let stdout = read_all(child.stdout.take().expect("piped stdout"));
+    let stderr = read_all(child.stderr.take().expect("piped stderr"));
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("the script can be waited for") {
+            break status;
+        }
+        if started.elapsed() > SCRIPT_TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "{program} {} did not finish within {SCRIPT_TIMEOUT:?}; stderr: {}",
+                script.display(),
+                stderr.join().unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Report { status, stdout: stdout.join().unwrap_or_default(), stderr: stderr.join().unwrap_or_default() }
+}
+
+/// Starts a server, runs the client script against it, and asserts that
+/// every check passed and the run really reached the demo capability
+/// service.
+async fn sdk_scenario(program: &'static str, script: &'static str) {
+    let server = server(settings(Backend::Sqlite).await).await;
+    let url = server.mcp_url();
+    let script = repository().join(script);
+    let report =
+        tokio::task::spawn_blocking(move || run_script(program, &script, &url)).await.expect("the script runs");
+    let line = report.stdout.lines().rev().find(|line| line.starts_with('{')).unwrap_or_default();
+    let parsed: Value = serde_json::from_str(line).unwrap_or_else(|error| {
+        panic!(
+            "{program} printed no JSON report ({error}; exit {}):\nstdout: {}\nstderr: {}",
+            report.status, report.stdout, report.stderr
+        )
+    });
+    assert!(
+        report.status.success() && parsed["ok"] == true,
+        "{} failed (exit {}): {}\nstderr: {}",
+        parsed["sdk"],
+        report.status,
+        serde_json::to_string_pretty(&parsed["failed"]).unwrap_or_default(),
+        report.stderr
+    );
+    assert!(parsed["passed"].as_u64().unwrap_or(0) >= 30, "too few checks ran: {parsed}");
+    let (_, world) = server.demo_world.as_ref().expect("the demo capability service");
+    assert_eq!(world.calls().get("/users/profile"), Some(&1), "the SDK client's run called the capability once");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typescript_sdk_client_accepts_every_result() {
+    typescript_sdk_installed();
+    sdk_scenario("node", "tests/interop/ts/client.mjs").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_client_accepts_every_result() {
+    python_sdk_installed();
+    sdk_scenario("python3", "tests/interop/py/client.py").await;
+}

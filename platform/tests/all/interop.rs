@@ -2,7 +2,9 @@
 //! (`tests/interop/ts`) and Python SDK (`tests/interop/py`) clients drive
 //! the real server over Streamable HTTP through the Part III §9.3–9.4
 //! scenario, and must accept every result, request errors included,
-//! against the tools' declared `outputSchema` (Part III §6, §7.2).
+//! against the tools' declared `outputSchema` (Part III §6, §7.2). The
+//! Python client runs the scenario twice: over the initialize handshake
+//! (MCP 2025-11-25) and over `server/discover` (MCP 2026-07-28).
 //!
 //! The SDKs are installed by `.ci/run`; when they are missing these tests
 //! fail and say how to install them (never a silent skip).
@@ -107,9 +109,9 @@ fn run_script(program: &str, script: &Path, url: &str) -> Report {
 }
 
 /// Starts a server, runs the client script against it, and asserts that
-/// every check passed and the run really reached the demo capability
-/// service.
-async fn sdk_scenario(program: &'static str, script: &'static str) {
+/// every check passed and the script's `runs` Runs really reached the demo
+/// capability service.
+async fn sdk_scenario(program: &'static str, script: &'static str, runs: u64) {
     let server = server(settings(Backend::Sqlite).await).await;
     let url = server.mcp_url();
     let script = repository().join(script);
@@ -132,18 +134,23 @@ async fn sdk_scenario(program: &'static str, script: &'static str) {
     );
     assert!(parsed["passed"].as_u64().unwrap_or(0) >= 30, "too few checks ran: {parsed}");
     let (_, world) = server.demo_world.as_ref().expect("the demo capability service");
-    assert_eq!(world.calls().get("/users/profile"), Some(&1), "the SDK client's run called the capability once");
+    assert_eq!(
+        world.calls().get("/users/profile"),
+        Some(&runs),
+        "each Run of the SDK client called the capability once"
+    );
     server.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn typescript_sdk_client_accepts_every_result() {
     typescript_sdk_installed();
-    sdk_scenario("node", "tests/interop/ts/client.mjs").await;
+    sdk_scenario("node", "tests/interop/ts/client.mjs", 1).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_sdk_client_accepts_every_result() {
     python_sdk_installed();
-    sdk_scenario("python3", "tests/interop/py/client.py").await;
+    // Once over the initialize handshake, once over server/discover.
+    sdk_scenario("python3", "tests/interop/py/client.py", 2).await;
 }

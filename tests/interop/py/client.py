@@ -3,6 +3,11 @@ Python SDK (`mcp`, streamable HTTP client) through the Part III §9.3-9.4
 scenario, and checks that the SDK accepts every result against the tool's
 declared outputSchema, request errors included (Part III §6, §7.2).
 
+The scenario runs twice: over the initialize handshake with a session
+(`ClientSession.initialize`, MCP 2025-11-25), and over `server/discover`
+without a session (the SDK's high-level `Client`, MCP 2026-07-28), so one
+script exercises both revisions Part III supports. Each pass makes one Run.
+
 Usage: python3 client.py http://127.0.0.1:PORT/mcp
 Prints one JSON line {"sdk": ..., "ok": bool, "checks": [...]} and exits 0
 when every check passed, 1 on a mismatch, 2 on bad usage.
@@ -16,7 +21,7 @@ import sys
 from importlib.metadata import version
 from typing import Any
 
-from mcp import ClientSession
+from mcp import Client, ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, Implementation
 
@@ -38,6 +43,7 @@ CORRECTED_PROGRAM = {
     "output": {"name": "$.steps.profile.output.name"},
 }
 UNKNOWN_RUN_ID = "run_does_not_exist_0000"
+CLIENT_INFO = Implementation(name="pilotage-interop-py", version="1.0.0")
 # Longest time one request may take, in seconds.
 REQUEST_TIMEOUT_S = 10.0
 # Longest time the whole scenario may take, in seconds.
@@ -46,8 +52,12 @@ SCENARIO_TIMEOUT_S = 60.0
 checks: list[dict[str, Any]] = []
 
 
+# The connection mode the checks being recorded belong to.
+mode = ""
+
+
 def check(name: str, passed: bool, detail: Any = None) -> None:
-    entry: dict[str, Any] = {"name": name, "ok": bool(passed)}
+    entry: dict[str, Any] = {"name": f"{mode}: {name}" if mode else name, "ok": bool(passed)}
     if detail is not None:
         entry["detail"] = detail
     checks.append(entry)
@@ -86,120 +96,154 @@ async def call(session: ClientSession, label: str, name: str, args: dict[str, An
     return is_error, structured if isinstance(structured, dict) else {}
 
 
-async def scenario(url: str) -> None:
+async def handshake(url: str) -> None:
+    """The scenario over the initialize handshake (MCP 2025-11-25, sessions)."""
     async with streamable_http_client(url) as (read_stream, write_stream):
         async with ClientSession(
             read_stream,
             write_stream,
             read_timeout_seconds=REQUEST_TIMEOUT_S,
-            client_info=Implementation(name="pilotage-interop-py", version="1.0.0"),
+            client_info=CLIENT_INFO,
         ) as session:
-            init = await session.initialize()
-            check("initialize: server declares tools", init.capabilities.tools is not None)
-            check("initialize: instructions name pilotage_manifest", "pilotage_manifest" in (init.instructions or ""))
+            result = await session.initialize()
+            check("initialize: a handshake revision was negotiated", True, result.protocol_version)
+            await loop(session)
 
-            listed = await session.list_tools()
-            tools = {tool.name: tool for tool in listed.tools}
-            missing = [name for name in EXPECTED_TOOLS if name not in tools]
-            check("tools/list: every Pilotage tool is listed", not missing, {"missing": missing} if missing else None)
-            without_schema = [name for name in EXPECTED_TOOLS if name in tools and not tools[name].output_schema]
-            check(
-                "tools/list: every tool declares an outputSchema",
-                not without_schema,
-                {"withoutSchema": without_schema} if without_schema else None,
-            )
-            # Control: the SDK's check is not vacuous: it rejects a result
-            # missing the required outcome.
-            if "run_workflow" in tools:
-                bogus = CallToolResult(content=[], structured_content={"run_id": "r"})
-                try:
-                    await session.validate_tool_result("run_workflow", bogus)
-                    rejected = False
-                except RuntimeError:
-                    rejected = True
-                check('control: the SDK rejects {"run_id"} for run_workflow', rejected)
 
-            manifest = await call(session, "manifest", "pilotage_manifest", {})
-            if manifest:
-                is_error, content = manifest
-                check("manifest: success", not is_error)
-                check(
-                    "manifest: lists workflow/v1",
-                    any(language.get("name") == LANGUAGE for language in content.get("languages", [])),
-                )
+async def stateless(url: str) -> None:
+    """The scenario over server/discover (MCP 2026-07-28, no session), as
+    the SDK's high-level Client negotiates by default."""
+    async with Client(url, read_timeout_seconds=REQUEST_TIMEOUT_S, client_info=CLIENT_INFO) as client:
+        check(
+            "discover: a stateless revision was negotiated",
+            client.session.discover_result is not None,
+            client.session.protocol_version,
+        )
+        await loop(client.session)
 
-            invalid = await call(session, "validate (typo)", "validate_workflow", {"workflow": TYPO_PROGRAM})
-            if invalid:
-                is_error, content = invalid
-                first = (content.get("diagnostics") or [{}])[0]
-                check("validate (typo): valid false", not is_error and content.get("valid") is False)
-                hint = first.get("hint")
-                check(
-                    "validate (typo): hint names cap_read_user_profile",
-                    isinstance(hint, str) and "cap_read_user_profile" in hint,
-                    hint,
-                )
 
-            valid = await call(session, "validate (corrected)", "validate_workflow", {"workflow": CORRECTED_PROGRAM})
-            catalog_version = None
-            if valid:
-                is_error, content = valid
-                catalog_version = content.get("catalog_version")
-                check("validate (corrected): valid true", not is_error and content.get("valid") is True)
-                check("validate (corrected): catalog_version given", isinstance(catalog_version, str))
+async def loop(session: ClientSession) -> None:
+    """Discover, validate (typo, corrected), run, fetch the trace, and two
+    request errors, on a connected session."""
+    capabilities = session.server_capabilities
+    check("connect: server declares tools", capabilities is not None and capabilities.tools is not None)
+    check("connect: instructions name pilotage_manifest", "pilotage_manifest" in (session.instructions or ""))
 
-            run_args: dict[str, Any] = {
-                "workflow": CORRECTED_PROGRAM,
-                "input": {"userId": "42"},
-                "store": True,
-                "trace_level": "full",
-            }
-            if catalog_version is not None:
-                run_args["expected_catalog_version"] = catalog_version
-            run = await call(session, "run", "run_workflow", run_args)
-            run_id = None
-            run_trace = None
-            if run:
-                is_error, content = run
-                run_id = content.get("run_id")
-                run_trace = content.get("trace")
-                outcome = content.get("outcome") or {}
-                output = content.get("output")
-                check("run: outcome success", not is_error and outcome.get("status") == "success", outcome)
-                check(
-                    "run: output.name is Amira Hassan",
-                    isinstance(output, dict) and output.get("name") == "Amira Hassan",
-                    output,
-                )
-                check(
-                    "run: full trace with one step",
-                    isinstance(run_trace, dict) and run_trace.get("level") == "full" and len(run_trace.get("steps", [])) == 1,
-                )
+    listed = await session.list_tools()
+    tools = {tool.name: tool for tool in listed.tools}
+    missing = [name for name in EXPECTED_TOOLS if name not in tools]
+    check("tools/list: every Pilotage tool is listed", not missing, {"missing": missing} if missing else None)
+    without_schema = [name for name in EXPECTED_TOOLS if name in tools and not tools[name].output_schema]
+    check(
+        "tools/list: every tool declares an outputSchema",
+        not without_schema,
+        {"withoutSchema": without_schema} if without_schema else None,
+    )
+    # Control: the SDK's check is not vacuous: it rejects a result
+    # missing the required outcome.
+    if "run_workflow" in tools:
+        bogus = CallToolResult(content=[], structured_content={"run_id": "r"})
+        try:
+            await session.validate_tool_result("run_workflow", bogus)
+            rejected = False
+        except RuntimeError:
+            rejected = True
+        check('control: the SDK rejects {"run_id"} for run_workflow', rejected)
 
-            if isinstance(run_id, str):
-                fetched = await call(session, "trace", "trace_workflow", {"run_id": run_id})
-                if fetched:
-                    is_error, content = fetched
-                    check("trace: success", not is_error and (content.get("outcome") or {}).get("status") == "success")
-                    check("trace: same trace as the run returned", content.get("trace") == run_trace)
-            else:
-                check("run: run_id given", False)
+    manifest = await call(session, "manifest", "pilotage_manifest", {})
+    if manifest:
+        is_error, content = manifest
+        check("manifest: success", not is_error)
+        check(
+            "manifest: lists workflow/v1",
+            any(language.get("name") == LANGUAGE for language in content.get("languages", [])),
+        )
 
-            unknown_run = await call(session, "trace (unknown run_id)", "trace_workflow", {"run_id": UNKNOWN_RUN_ID})
-            if unknown_run:
-                is_error, content = unknown_run
-                kind = (content.get("error") or {}).get("kind")
-                check("trace (unknown run_id): isError true", is_error)
-                check("trace (unknown run_id): error.kind not_found", kind == "not_found", kind)
+    invalid = await call(session, "validate (typo)", "validate_workflow", {"workflow": TYPO_PROGRAM})
+    if invalid:
+        is_error, content = invalid
+        first = (content.get("diagnostics") or [{}])[0]
+        check("validate (typo): valid false", not is_error and content.get("valid") is False)
+        hint = first.get("hint")
+        check(
+            "validate (typo): hint names cap_read_user_profile",
+            isinstance(hint, str) and "cap_read_user_profile" in hint,
+            hint,
+        )
 
-            unknown_guide = await call(
-                session, "guide (unknown id)", "pilotage_get_guide", {"language": LANGUAGE, "id": "no-such-guide"}
-            )
-            if unknown_guide:
-                is_error, content = unknown_guide
-                kind = (content.get("error") or {}).get("kind")
-                check("guide (unknown id): isError true", is_error)
-                check("guide (unknown id): error.kind not_found", kind == "not_found", kind)
+    valid = await call(session, "validate (corrected)", "validate_workflow", {"workflow": CORRECTED_PROGRAM})
+    catalog_version = None
+    if valid:
+        is_error, content = valid
+        catalog_version = content.get("catalog_version")
+        check("validate (corrected): valid true", not is_error and content.get("valid") is True)
+        check("validate (corrected): catalog_version given", isinstance(catalog_version, str))
+
+    run_args: dict[str, Any] = {
+        "workflow": CORRECTED_PROGRAM,
+        "input": {"userId": "42"},
+        "store": True,
+        "trace_level": "full",
+    }
+    if catalog_version is not None:
+        run_args["expected_catalog_version"] = catalog_version
+    run = await call(session, "run", "run_workflow", run_args)
+    run_id = None
+    run_trace = None
+    if run:
+        is_error, content = run
+        run_id = content.get("run_id")
+        run_trace = content.get("trace")
+        outcome = content.get("outcome") or {}
+        output = content.get("output")
+        check("run: outcome success", not is_error and outcome.get("status") == "success", outcome)
+        check(
+            "run: output.name is Amira Hassan",
+            isinstance(output, dict) and output.get("name") == "Amira Hassan",
+            output,
+        )
+        check(
+            "run: full trace with one step",
+            isinstance(run_trace, dict) and run_trace.get("level") == "full" and len(run_trace.get("steps", [])) == 1,
+        )
+
+    if isinstance(run_id, str):
+        fetched = await call(session, "trace", "trace_workflow", {"run_id": run_id})
+        if fetched:
+            is_error, content = fetched
+            check("trace: success", not is_error and (content.get("outcome") or {}).get("status") == "success")
+            check("trace: same trace as the run returned", content.get("trace") == run_trace)
+    else:
+        check("run: run_id given", False)
+
+    unknown_run = await call(session, "trace (unknown run_id)", "trace_workflow", {"run_id": UNKNOWN_RUN_ID})
+    if unknown_run:
+        is_error, content = unknown_run
+        kind = (content.get("error") or {}).get("kind")
+        check("trace (unknown run_id): isError true", is_error)
+        check("trace (unknown run_id): error.kind not_found", kind == "not_found", kind)
+
+    unknown_guide = await call(
+        session, "guide (unknown id)", "pilotage_get_guide", {"language": LANGUAGE, "id": "no-such-guide"}
+    )
+    if unknown_guide:
+        is_error, content = unknown_guide
+        kind = (content.get("error") or {}).get("kind")
+        check("guide (unknown id): isError true", is_error)
+        check("guide (unknown id): error.kind not_found", kind == "not_found", kind)
+
+
+async def scenario(url: str) -> None:
+    """Both connection modes, each bounded in time; a failure in one is
+    reported and does not stop the other."""
+    global mode
+    for name, connect in (("handshake", handshake), ("stateless", stateless)):
+        mode = name
+        try:
+            await asyncio.wait_for(connect(url), SCENARIO_TIMEOUT_S)
+        except Exception as error:  # report, never hang or die silently
+            check("the scenario completes", False, [f"{type(leaf).__name__}: {leaf}" for leaf in leaves(error)])
+    mode = ""
 
 
 def leaves(error: BaseException) -> list[BaseException]:
@@ -214,11 +258,9 @@ def main() -> int:
         sys.stderr.write("usage: python3 client.py http://HOST:PORT/mcp\n")
         return 2
     try:
-        asyncio.run(asyncio.wait_for(scenario(sys.argv[1]), SCENARIO_TIMEOUT_S))
-    except BaseException as error:  # report, never hang or die silently
-        if isinstance(error, KeyboardInterrupt):
-            raise
-        check("the scenario completes", False, [f"{type(leaf).__name__}: {leaf}" for leaf in leaves(error)])
+        asyncio.run(scenario(sys.argv[1]))
+    except KeyboardInterrupt:
+        raise
     failed = [entry for entry in checks if not entry["ok"]]
     ok = bool(checks) and not failed
     report = {

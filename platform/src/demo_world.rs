@@ -4,7 +4,7 @@
 //!
 //! Every capability is `POST <path>` with a JSON body and answers JSON:
 //! `/users/profile`, `/orders/list`, `/orders/flag`, `/orders/cancel`,
-//! `/outbox/send`, `/outbox/list`. `GET /stats` counts calls per path (the
+//! `/outbox/send`, `/outbox/list`, `/wait` (sleeps), `/hr/payroll`. `GET /stats` counts calls per path (the
 //! tests use it to prove an idempotent execute ran once), `POST /reset`
 //! restores the initial data. Unknown users and orders answer 404.
 
@@ -166,6 +166,23 @@ async fn outbox_list(State(demo): State<DemoWorld>) -> Response {
     Json(json!({"messages": messages})).into_response()
 }
 
+async fn wait(State(demo): State<DemoWorld>, Json(body): Json<Value>) -> Response {
+    drop(demo.count("/wait"));
+    let Some(ms) = body.get("ms").and_then(Value::as_u64).filter(|ms| *ms <= 10_000) else {
+        return bad_request("ms (an integer from 0 to 10000) is required");
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+    Json(json!({"waited_ms": ms})).into_response()
+}
+
+async fn hr_payroll(State(demo): State<DemoWorld>, Json(body): Json<Value>) -> Response {
+    drop(demo.count("/hr/payroll"));
+    let Some(employee) = string_field(&body, "employee_id") else {
+        return bad_request("employee_id (a string) is required");
+    };
+    Json(json!({"employee_id": employee, "salary": 5400.0})).into_response()
+}
+
 async fn stats(State(demo): State<DemoWorld>) -> Response {
     Json(json!({"calls": demo.calls()})).into_response()
 }
@@ -184,6 +201,8 @@ pub fn router(demo: DemoWorld) -> Router {
         .route("/orders/cancel", post(orders_cancel))
         .route("/outbox/send", post(outbox_send))
         .route("/outbox/list", post(outbox_list))
+        .route("/wait", post(wait))
+        .route("/hr/payroll", post(hr_payroll))
         .route("/stats", get(stats))
         .route("/reset", post(reset))
         .with_state(demo)

@@ -72,7 +72,8 @@ pub async fn promote(context: &Context, slot: &Arc<LanguageSlot>, args: &Value) 
             (if hints.read_only { "safe".into() } else { "write".into() }, hints)
         }
     };
-    let reference = program_ref(&language, &program, &input_schema);
+    let baseline = baseline(&snapshot, &references);
+    let reference = program_ref(&language, &program, &input_schema, &baseline);
     let mut visibility: Vec<String> = references
         .iter()
         .filter_map(|id| snapshot.get_stored(id))
@@ -97,7 +98,7 @@ pub async fn promote(context: &Context, slot: &Arc<LanguageSlot>, args: &Value) 
         program_ref: reference.clone(),
         language: language.clone(),
         body: program,
-        baseline: baseline(&snapshot, &references),
+        baseline,
         entry: entry.clone(),
         promoter: context.caller.principal.subject.clone(),
     };

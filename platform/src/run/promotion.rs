@@ -30,11 +30,15 @@ pub struct PromotedProgram {
 }
 
 /// The reference of a body: `prog_` and 24 hex digits of the SHA-256 of
-/// the Language, the canonical body and the declared input schema. The
-/// same content always gets the same reference; any change, a new one.
-pub fn program_ref(language: &str, body: &Value, input_schema: &Value) -> String {
+/// the Language, the canonical body, the declared input schema and the
+/// baseline. The same content promoted against the same catalog always
+/// gets the same reference; a changed body, or a promotion again after the
+/// referenced entries changed (Part II §5.4: a new reference and a new
+/// baseline), gets a new one.
+pub fn program_ref(language: &str, body: &Value, input_schema: &Value, baseline: &BTreeMap<String, Value>) -> String {
+    let baseline = serde_json::to_value(baseline).unwrap_or(Value::Null);
     let mut hasher = Sha256::new();
-    for part in [language.to_owned(), canonical_json(body), canonical_json(input_schema)] {
+    for part in [language.to_owned(), canonical_json(body), canonical_json(input_schema), canonical_json(&baseline)] {
         hasher.update((part.len() as u64).to_le_bytes());
         hasher.update(part.as_bytes());
     }
@@ -84,12 +88,19 @@ mod tests {
     #[test]
     fn references_follow_content() {
         let schema = json!({"type": "object"});
-        let a = program_ref("workflow/v1", &json!({"steps": [], "x": 1}), &schema);
-        let same = program_ref("workflow/v1", &json!({"x": 1, "steps": []}), &schema);
-        let other = program_ref("workflow/v1", &json!({"steps": [1]}), &schema);
+        let none = BTreeMap::new();
+        let a = program_ref("workflow/v1", &json!({"steps": [], "x": 1}), &schema, &none);
+        let same = program_ref("workflow/v1", &json!({"x": 1, "steps": []}), &schema, &none);
+        let other = program_ref("workflow/v1", &json!({"steps": [1]}), &schema, &none);
         assert_eq!(a, same);
         assert_ne!(a, other);
         assert!(a.starts_with("prog_"));
+        let drifted = BTreeMap::from([("cap".to_owned(), json!({"kind": "capability"}))]);
+        assert_ne!(
+            program_ref("workflow/v1", &json!({"steps": [], "x": 1}), &schema, &drifted),
+            a,
+            "a new baseline is a new reference"
+        );
     }
 
     #[test]

@@ -3,6 +3,8 @@
 mod endpoint;
 mod support;
 
+mod client_vectors;
+mod conformance;
 mod engine_bounds;
 mod interop;
 mod main_job;

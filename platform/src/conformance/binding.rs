@@ -1,0 +1,161 @@
+//! A binding: what the engine-neutral placeholders of the conformance
+//! vectors (`<valid-program>`, `<branching-program>`, …) mean for one
+//! Language of one server, and the good and bad case of every closed-set
+//! member (Part IV §4.2). Bindings are JSON files.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+/// A program with the input it runs with.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Sample {
+    /// The program (the value of the Language's program argument).
+    pub program: Value,
+    /// Its input.
+    #[serde(default)]
+    pub input: Option<Value>,
+}
+
+/// The expected branch decision of the branching sample.
+#[derive(Clone, Debug, Deserialize)]
+pub struct ExpectedDecision {
+    /// The branch's step id.
+    pub at: String,
+    /// The arm label taken.
+    pub took: String,
+}
+
+/// How to promote a program on this server (promotion is engine-specific).
+#[derive(Clone, Debug, Deserialize)]
+pub struct Promotion {
+    /// The promote tool.
+    pub tool: String,
+    /// Its arguments; the result must carry `program_ref`.
+    pub arguments: Value,
+    /// Input that satisfies the promoted entry's `input_schema`.
+    pub input: Value,
+    /// Input that violates it.
+    pub bad_input: Value,
+    /// An entry the body references, whose load-bearing field the operator
+    /// changes to cause `promotion_drift`.
+    pub referenced_entry: String,
+}
+
+/// One side of a closed-set case: a request and what it must produce.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Case {
+    /// The tool to call; defaults to the Language's validate tool for
+    /// diagnostic codes and its execute tool for statuses.
+    #[serde(default)]
+    pub tool: Option<String>,
+    /// The full arguments, when not just a program.
+    #[serde(default)]
+    pub arguments: Option<Value>,
+    /// The program (put under the Language's program argument).
+    #[serde(default)]
+    pub program: Option<Value>,
+    /// The input, for execute.
+    #[serde(default)]
+    pub input: Option<Value>,
+    /// An operator action to perform first (`stale_catalog`,
+    /// `change_load_bearing:<entry id>` after promoting).
+    #[serde(default)]
+    pub setup: Option<String>,
+}
+
+/// The good and bad case of one closed-set member, or why it cannot be
+/// reached through this server.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+pub enum MemberCases {
+    /// Both polarities.
+    Cases {
+        /// A request that must produce the member.
+        bad: Case,
+        /// A corrected request that must not.
+        good: Case,
+    },
+    /// Not reachable, and why.
+    Unreachable {
+        /// The reason.
+        unreachable: String,
+    },
+}
+
+/// Cases of every closed-set member.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct ClosedSetCases {
+    /// Diagnostic code → cases.
+    #[serde(default)]
+    pub diagnostic_codes: BTreeMap<String, MemberCases>,
+    /// Run status → cases.
+    #[serde(default)]
+    pub run_statuses: BTreeMap<String, MemberCases>,
+    /// Request-error kind → cases.
+    #[serde(default)]
+    pub request_errors: BTreeMap<String, MemberCases>,
+}
+
+/// A binding for one Language.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Binding {
+    /// The Language.
+    pub language: String,
+    /// A program valid at the current catalog, with its input.
+    pub valid: Sample,
+    /// An invalid program.
+    pub invalid: Sample,
+    /// A program naming something the catalog does not have.
+    pub unknown_name: Sample,
+    /// A program with warnings only.
+    pub warnings_only: Sample,
+    /// A program whose step id has a reserved character (structured
+    /// Languages); absent when the grammar has no step ids.
+    #[serde(default)]
+    pub reserved_character: Option<Sample>,
+    /// A branching program and the decision it must record.
+    pub branching: Sample,
+    /// The expected decision.
+    pub branch: ExpectedDecision,
+    /// A program whose loop runs zero times, and the loop's step id.
+    pub zero_iteration_loop: Sample,
+    /// The loop's step id.
+    pub loop_step: String,
+    /// A program whose second step fails deterministically.
+    pub mid_run_failure: Sample,
+    /// A program that fails cleanly with the reserved `error` status.
+    pub clean_failure: Sample,
+    /// A program exceeding a validation bound.
+    pub pathological: Sample,
+    /// A program whose validation crashes the validator (test builds).
+    #[serde(default)]
+    pub internal_fault: Option<Sample>,
+    /// How to promote, when promoted programs exist.
+    #[serde(default)]
+    pub promotion: Option<Promotion>,
+    /// An entry that exists but the caller cannot see.
+    #[serde(default)]
+    pub invisible_entry: Option<String>,
+    /// A visible entry whose description the operator may change.
+    #[serde(default)]
+    pub changeable_entry: Option<String>,
+    /// Vectors that cannot be reached for this Language, with the reason.
+    #[serde(default)]
+    pub unreachable: BTreeMap<String, String>,
+    /// The completeness gate's cases.
+    #[serde(default)]
+    pub closed_sets: ClosedSetCases,
+}
+
+impl Binding {
+    /// Reads a binding file.
+    ///
+    /// # Errors
+    /// A message naming the file and the problem.
+    pub fn from_file(path: &std::path::Path) -> Result<Binding, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+}

@@ -33,6 +33,7 @@ pub mod bundled;
 pub mod catalog;
 pub mod client;
 pub mod config;
+pub mod datasource;
 pub mod conformance;
 pub mod demo;
 pub mod demo_world;

@@ -10,4 +10,5 @@ mod interop;
 mod main_job;
 mod mcp_server;
 mod protocol_schema;
+mod sql_language;
 mod workflow_language;

@@ -1108,7 +1108,19 @@ impl<'r, 'c> Analyzer<'r, 'c> {
                     self.placeholders.push(Placeholder { number, text: text.clone(), range });
                 }
             }
-            Expr::TypedString(_) => {}
+            Expr::TypedString(typed) => {
+                if is_catalog_lookup_type(&typed.data_type) {
+                    self.error(
+                        codes::FUNCTION_NOT_ALLOWED,
+                        self.range_of(expr),
+                        format!(
+                            "a {} literal looks names up in the system catalogs and is not allowed",
+                            typed.data_type
+                        ),
+                        None,
+                    );
+                }
+            }
             Expr::Function(function) => self.function(function, place),
             Expr::Case { operand, conditions, else_result, .. } => {
                 if let Some(operand) = operand {

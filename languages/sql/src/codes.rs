@@ -81,7 +81,7 @@ pub const OWN_CODES: [(&str, &str); 14] = [
     ),
     (
         UNSUPPORTED_SYNTAX,
-        "Error. PostgreSQL accepts the construct but the sql/postgres-15 subset does not (see the core guide's subset); rewrite it with supported constructs.",
+        "Error. PostgreSQL accepts the construct but the sql/postgres-15 subset does not (see the core guide's subset), or the program holds more than 1000 operators; rewrite it with supported constructs.",
     ),
     (
         READ_ONLY_RELATION,
@@ -172,6 +172,11 @@ pub fn risk_label(read_only: bool, destructive: bool) -> &'static str {
 
 /// The most statements one program may hold.
 pub const MAX_STATEMENTS: usize = 16;
+
+/// The most operators (`+`, `=`, `AND`, …) one program may hold: an
+/// operator chain parses into a tree as deep as it is long, and the
+/// validator must stay within the component's stack.
+pub const MAX_OPERATORS: usize = 1000;
 
 /// How deep the parser may nest expressions and subqueries before it
 /// reports a `syntax_error` (bounds validation, Part II §10.1).

@@ -8,8 +8,9 @@ use pilotage_guest_sdk::diag::{error_in, text_range};
 use pilotage_guest_sdk::{Diagnostic, TextPosition};
 use sqlparser::ast::Statement;
 use sqlparser::dialect::PostgreSqlDialect;
+use sqlparser::keywords::Keyword;
 use sqlparser::parser::{Parser, ParserError};
-use sqlparser::tokenizer::Span;
+use sqlparser::tokenizer::{Span, Token, Tokenizer};
 
 use crate::codes;
 
@@ -44,6 +45,19 @@ pub struct Program {
 /// checked).
 pub fn parse(text: &str) -> Result<Program, Diagnostic> {
     let whole = whole_range(text);
+    // Operator chains (`a + b + c …`) parse into trees as deep as they are
+    // long without tripping the parser's recursion limit; every later pass
+    // recurses over them, so their length is bounded up front.
+    if let Ok(tokens) = Tokenizer::new(&PostgreSqlDialect {}, text).tokenize() {
+        let operators = tokens.iter().filter(|token| is_operator(token)).count();
+        if operators > codes::MAX_OPERATORS {
+            return Err(error_in(
+                codes::UNSUPPORTED_SYNTAX,
+                whole,
+                format!("the program has {operators} operators; the bound is {}", codes::MAX_OPERATORS),
+            ));
+        }
+    }
     let statements = parse_statements(text).map_err(|error| syntax_error(&error, &whole))?;
     if statements.is_empty() {
         return Err(error_in(codes::SYNTAX_ERROR, whole, "the program holds no SQL statement"));
@@ -67,6 +81,26 @@ pub fn parse(text: &str) -> Result<Program, Diagnostic> {
         parsed.push(Parsed { statement, range, text: rendered });
     }
     Ok(Program { statements: parsed, whole })
+}
+
+/// Whether a token joins two expressions (and so may deepen a tree).
+fn is_operator(token: &Token) -> bool {
+    match token {
+        Token::Word(word) => matches!(word.keyword, Keyword::AND | Keyword::OR),
+        Token::Whitespace(_)
+        | Token::Number(..)
+        | Token::SingleQuotedString(_)
+        | Token::DollarQuotedString(_)
+        | Token::Comma
+        | Token::LParen
+        | Token::RParen
+        | Token::Period
+        | Token::SemiColon
+        | Token::Placeholder(_)
+        | Token::EOF => false,
+        Token::Char(_) | Token::LBracket | Token::RBracket | Token::LBrace | Token::RBrace | Token::Colon => false,
+        _ => !matches!(token, Token::Word(_)),
+    }
 }
 
 fn parse_statements(text: &str) -> Result<Vec<Statement>, ParserError> {
@@ -155,6 +189,15 @@ mod tests {
     fn deep_nesting_is_bounded() {
         let deep = format!("SELECT {}1{}", "(".repeat(500), ")".repeat(500));
         assert_eq!(parse(&deep).unwrap_err().code, codes::SYNTAX_ERROR);
+    }
+
+    #[test]
+    fn long_operator_chains_are_bounded() {
+        let chain = |n: usize| format!("SELECT 1{}", " + 1".repeat(n));
+        assert!(parse(&chain(codes::MAX_OPERATORS - 1)).is_ok());
+        assert_eq!(parse(&chain(codes::MAX_OPERATORS + 1)).unwrap_err().code, codes::UNSUPPORTED_SYNTAX);
+        let ands = format!("SELECT 1 WHERE true{}", " AND true".repeat(codes::MAX_OPERATORS + 1));
+        assert_eq!(parse(&ands).unwrap_err().code, codes::UNSUPPORTED_SYNTAX);
     }
 
     #[test]

@@ -221,6 +221,8 @@ fn function_allow_list_in_both_polarities() {
         "SELECT name FROM customers WHERE id = (SELECT pg_terminate_backend(1))",
         "SELECT * FROM generate_series(1, 10)",
         "SELECT 'customers'::regclass",
+        "SELECT CAST('pg_authid' AS regclass)",
+        "SELECT 'pg_authid'::regclass::oid",
     ] {
         let validation = assert_code(text, codes::FUNCTION_NOT_ALLOWED);
         assert!(validation.statements.is_empty(), "{text}");

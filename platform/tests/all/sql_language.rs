@@ -545,6 +545,19 @@ fn an_unreachable_database_is_a_clear_error() {
     assert!(source.begin(true).is_err());
 }
 
+#[test]
+fn long_operator_chains_validate_within_the_component_bounds() {
+    // Just under the Language's operator bound: valid, no trap.
+    let long = format!("SELECT id FROM orders WHERE id > 0{} LIMIT 1", " AND total_amount > 0".repeat(480));
+    let validated = validate(&long);
+    assert!(validated.response.valid, "{:?}", validated.response.diagnostics);
+    let chain = format!("SELECT 1{} AS n", " + 1".repeat(999));
+    assert!(validate(&chain).response.valid);
+    // Beyond it: a diagnostic, not a crash or a request error.
+    let beyond = format!("SELECT 1{} AS n", " + 1".repeat(20_000));
+    assert_eq!(codes(&validate(&beyond)), ["unsupported_syntax"]);
+}
+
 /// Figure: validation latency of a three-join query through the
 /// component (median of many calls; printed for the closing note).
 #[test]

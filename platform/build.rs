@@ -9,7 +9,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const GUESTS: [(&str, &str); 3] = [("workflow", "workflow.wasm"), ("sql", "sql.wasm"), ("hostile", "hostile.wasm")];
+const GUESTS: [(&str, &str); 4] =
+    [("workflow", "workflow.wasm"), ("sql", "sql.wasm"), ("hostile", "hostile.wasm"), ("unfit", "unfit.wasm")];
 const TARGET: &str = "wasm32-wasip2";
 
 fn main() {

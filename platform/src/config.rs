@@ -52,6 +52,11 @@ pub struct Settings {
     pub dev_subject: String,
     /// Evaluation bounds.
     pub bounds: Bounds,
+    /// Agent authentication.
+    pub auth: crate::auth::AuthSettings,
+    /// The operator token of the admin API (`PILOTAGE_ADMIN_TOKEN`); none
+    /// means only bearer tokens with an admin scope are accepted.
+    pub admin_token: Option<String>,
 }
 
 impl Default for Settings {
@@ -72,6 +77,8 @@ impl Default for Settings {
             dev_tenant: "demo".to_owned(),
             dev_subject: "dev".to_owned(),
             bounds: Bounds::default(),
+            auth: crate::auth::AuthSettings::default(),
+            admin_token: None,
         }
     }
 }
@@ -127,6 +134,12 @@ impl Settings {
         self.public_url.clone().unwrap_or_else(|| format!("http://{}", self.listen)).trim_end_matches('/').to_owned()
     }
 
+    /// This resource's identifier, which tokens must carry as `aud`:
+    /// `<public url>/mcp`.
+    pub fn resource(&self) -> String {
+        format!("{}/mcp", self.public_url())
+    }
+
     /// The retention in effect.
     ///
     /// # Errors
@@ -175,6 +188,24 @@ impl Settings {
             && reqwest::Url::parse(url).is_err()
         {
             return Err(ConfigError::Invalid { field: "public_url", message: format!("'{url}' is not a URL") });
+        }
+        match self.auth.mode {
+            crate::auth::AuthMode::Dev if !self.listen.ip().is_loopback() => {
+                return Err(ConfigError::Invalid {
+                    field: "auth",
+                    message: format!("dev authentication only runs on loopback, not {}; use --auth jwt", self.listen),
+                });
+            }
+            crate::auth::AuthMode::Jwt if self.auth.issuers.is_empty() => {
+                return Err(ConfigError::Invalid {
+                    field: "auth",
+                    message: "--auth jwt needs at least one --jwt-issuer with its --jwt-jwks-url".into(),
+                });
+            }
+            _ => {}
+        }
+        if self.admin_token.as_ref().is_some_and(|token| token.len() < 16) {
+            return Err(ConfigError::Invalid { field: "admin_token", message: "use at least 16 characters".into() });
         }
         Ok(())
     }

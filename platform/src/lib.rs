@@ -29,12 +29,14 @@ pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
+pub mod admin;
+pub mod auth;
 pub mod bundled;
 pub mod catalog;
 pub mod client;
 pub mod config;
-pub mod datasource;
 pub mod conformance;
+pub mod datasource;
 pub mod demo;
 pub mod demo_world;
 pub mod engine;
@@ -44,6 +46,7 @@ pub mod mcp;
 pub mod operations;
 pub mod protocol;
 pub mod run;
+pub mod secrets;
 pub mod server;
 pub mod service;
 pub mod store;

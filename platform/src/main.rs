@@ -52,6 +52,109 @@ enum Command {
     /// Run the specification's conformance vectors against any Pilotage
     /// server, for one Language, through a binding file.
     Conformance(ConformanceArgs),
+    /// Development tokens.
+    #[command(subcommand)]
+    Token(TokenCommand),
+    /// Manage tenants through the admin API.
+    Tenant(AdminArgs<TenantCommand>),
+    /// Manage a tenant's catalog through the admin API.
+    Catalog(AdminArgs<CatalogCommand>),
+}
+
+#[derive(Subcommand)]
+enum TokenCommand {
+    /// Issue a development token (accepted by servers running --auth dev
+    /// with the same data folder).
+    Mint {
+        /// The data folder holding the development secret.
+        #[arg(long, env = "PILOTAGE_DATA_DIR", default_value = ".pilotage")]
+        data_dir: PathBuf,
+        /// The server's public URL (the token's audience is <url>/mcp).
+        #[arg(long, env = "PILOTAGE_PUBLIC_URL", default_value = "http://127.0.0.1:8480")]
+        public_url: String,
+        /// The tenant.
+        #[arg(long, default_value = "demo")]
+        tenant: String,
+        /// The subject.
+        #[arg(long, default_value = "dev")]
+        subject: String,
+        /// Scopes (repeatable).
+        #[arg(long = "scope")]
+        scopes: Vec<String>,
+        /// Lifetime in seconds.
+        #[arg(long, default_value_t = 3600)]
+        ttl: u64,
+    },
+}
+
+#[derive(Args)]
+struct AdminArgs<C: Subcommand> {
+    /// The server's base URL.
+    #[arg(long, env = "PILOTAGE_SERVER", default_value = "http://127.0.0.1:8480", global = true)]
+    server: String,
+    /// The operator token (or a bearer token with an admin scope).
+    #[arg(long, env = "PILOTAGE_ADMIN_TOKEN", global = true)]
+    admin_token: Option<String>,
+    #[command(subcommand)]
+    command: C,
+}
+
+#[derive(Subcommand)]
+enum TenantCommand {
+    /// Create a tenant.
+    Create {
+        /// The tenant id.
+        id: String,
+        /// A display name.
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// List tenants.
+    List,
+    /// Show a tenant.
+    Get {
+        /// The tenant id.
+        id: String,
+    },
+    /// Disable a tenant (its agents are refused).
+    Disable {
+        /// The tenant id.
+        id: String,
+    },
+    /// Enable a tenant.
+    Enable {
+        /// The tenant id.
+        id: String,
+    },
+    /// Delete a tenant and everything it owns.
+    Delete {
+        /// The tenant id.
+        id: String,
+    },
+    /// Upload a Language component for a tenant (alias of `language publish`).
+    Publish {
+        /// The tenant id.
+        id: String,
+        /// The component file.
+        component: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+enum CatalogCommand {
+    /// Make a tenant's catalog exactly the entries of a JSON file
+    /// (`{"entries": [...]}` or an array); reports added, modified, removed.
+    Apply {
+        /// The tenant.
+        tenant: String,
+        /// The file.
+        file: PathBuf,
+    },
+    /// List a tenant's catalog entries.
+    Ls {
+        /// The tenant.
+        tenant: String,
+    },
 }
 
 #[derive(Args)]
@@ -214,6 +317,21 @@ struct ServeArgs {
     /// Serve MCP over stdin/stdout instead of HTTP.
     #[arg(long)]
     stdio: bool,
+    /// Agent authentication: dev (loopback only; the default) or jwt.
+    #[arg(long, env = "PILOTAGE_AUTH")]
+    auth: Option<String>,
+    /// A trusted token issuer (repeatable; pair each with --jwt-jwks-url).
+    #[arg(long = "jwt-issuer", env = "PILOTAGE_JWT_ISSUERS", value_delimiter = ',')]
+    jwt_issuers: Vec<String>,
+    /// The JWKS URL of each --jwt-issuer, in the same order.
+    #[arg(long = "jwt-jwks-url", env = "PILOTAGE_JWT_JWKS_URLS", value_delimiter = ',')]
+    jwt_jwks_urls: Vec<String>,
+    /// The token claim naming the caller's tenant.
+    #[arg(long, env = "PILOTAGE_TENANT_CLAIM")]
+    tenant_claim: Option<String>,
+    /// The operator token of the admin API.
+    #[arg(long, env = "PILOTAGE_ADMIN_TOKEN")]
+    admin_token: Option<String>,
 }
 
 impl ServeArgs {
@@ -267,6 +385,37 @@ impl ServeArgs {
         if let Some(bytes) = self.memory_bytes {
             settings.bounds.memory_bytes = bytes;
         }
+        match self.auth.as_deref() {
+            None => {}
+            Some("dev") => settings.auth.mode = pilotage_platform::auth::AuthMode::Dev,
+            Some("jwt") => settings.auth.mode = pilotage_platform::auth::AuthMode::Jwt,
+            Some(other) => bail!("--auth {other}: use dev or jwt"),
+        }
+        if self.jwt_issuers.len() != self.jwt_jwks_urls.len() {
+            bail!(
+                "give one --jwt-jwks-url for each --jwt-issuer ({} issuers, {} URLs)",
+                self.jwt_issuers.len(),
+                self.jwt_jwks_urls.len()
+            );
+        }
+        if !self.jwt_issuers.is_empty() {
+            settings.auth.issuers = self
+                .jwt_issuers
+                .iter()
+                .zip(&self.jwt_jwks_urls)
+                .map(|(issuer, jwks_url)| pilotage_platform::auth::IssuerConfig {
+                    issuer: issuer.clone(),
+                    jwks_url: jwks_url.clone(),
+                    algorithms: vec!["RS256".into(), "ES256".into()],
+                })
+                .collect();
+        }
+        if let Some(claim) = &self.tenant_claim {
+            settings.auth.tenant_claim = claim.clone();
+        }
+        if let Some(token) = &self.admin_token {
+            settings.admin_token = Some(token.clone());
+        }
         settings.check()?;
         Ok(settings)
     }
@@ -277,6 +426,19 @@ enum LanguageCommand {
     /// Load a Language component, lint its self-description against the
     /// Pilotage spec, and optionally validate (and execute) a program.
     Check(CheckArgs),
+    /// Upload a Language component for a tenant through the admin API.
+    Publish {
+        /// The tenant.
+        tenant: String,
+        /// The component file.
+        component: PathBuf,
+        /// The server's base URL.
+        #[arg(long, env = "PILOTAGE_SERVER", default_value = "http://127.0.0.1:8480")]
+        server: String,
+        /// The operator token.
+        #[arg(long, env = "PILOTAGE_ADMIN_TOKEN")]
+        admin_token: Option<String>,
+    },
 }
 
 #[derive(Args)]
@@ -310,6 +472,14 @@ fn main() -> ExitCode {
         Command::Migrate(args) => runtime().and_then(|rt| rt.block_on(migrate(args))),
         Command::DemoWorld { listen } => runtime().and_then(|rt| rt.block_on(demo_world(listen))),
         Command::Language(LanguageCommand::Check(args)) => language_check(args),
+        Command::Language(LanguageCommand::Publish { tenant, component, server, admin_token }) => {
+            runtime().and_then(|rt| rt.block_on(publish(&server, admin_token.as_deref(), &tenant, &component)))
+        }
+        Command::Token(TokenCommand::Mint { data_dir, public_url, tenant, subject, scopes, ttl }) => {
+            token_mint(&data_dir, &public_url, &tenant, &subject, &scopes, ttl)
+        }
+        Command::Tenant(args) => runtime().and_then(|rt| rt.block_on(tenant_command(args))),
+        Command::Catalog(args) => runtime().and_then(|rt| rt.block_on(catalog_command(args))),
         Command::Client(args) => runtime().and_then(|rt| rt.block_on(client(args))),
         Command::Conformance(args) => runtime().and_then(|rt| rt.block_on(conformance(args))),
     };
@@ -400,6 +570,161 @@ async fn demo_world(listen: std::net::SocketAddr) -> Result<ExitCode> {
     let listener = tokio::net::TcpListener::bind(listen).await?;
     eprintln!("demo capability service at http://{}", listener.local_addr()?);
     pilotage_platform::demo_world::serve(listener, Default::default(), shutdown_signal()).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn token_mint(
+    data_dir: &std::path::Path,
+    public_url: &str,
+    tenant: &str,
+    subject: &str,
+    scopes: &[String],
+    ttl: u64,
+) -> Result<ExitCode> {
+    let audience = format!("{}/mcp", public_url.trim_end_matches('/'));
+    let tokens = pilotage_platform::auth::dev::DevTokens::load(data_dir, audience).map_err(anyhow::Error::msg)?;
+    println!("{}", tokens.mint(tenant, subject, scopes, ttl).map_err(anyhow::Error::msg)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A small client of the admin API.
+struct AdminClient {
+    http: reqwest::Client,
+    base: String,
+    token: Option<String>,
+}
+
+impl AdminClient {
+    fn new(server: &str, token: Option<&str>) -> AdminClient {
+        pilotage_platform::install_crypto_provider();
+        AdminClient {
+            http: reqwest::Client::new(),
+            base: format!("{}/admin/v1", server.trim_end_matches('/')),
+            token: token.map(str::to_owned),
+        }
+    }
+
+    async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+        content_type: &str,
+    ) -> Result<Value> {
+        let mut request = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            request = request.header("content-type", content_type).body(body);
+        }
+        let response = request.send().await.with_context(|| format!("cannot reach {}", self.base))?;
+        let status = response.status();
+        let text = response.text().await.unwrap_or_default();
+        let value: Value =
+            if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap_or(Value::String(text)) };
+        if !status.is_success() {
+            bail!("{status}: {}", serde_json::to_string_pretty(&value).unwrap_or_default());
+        }
+        Ok(value)
+    }
+
+    async fn json(&self, method: reqwest::Method, path: &str, body: &Value) -> Result<Value> {
+        self.send(method, path, Some(serde_json::to_vec(body)?), "application/json").await
+    }
+}
+
+async fn publish(server: &str, token: Option<&str>, tenant: &str, component: &std::path::Path) -> Result<ExitCode> {
+    let bytes = std::fs::read(component).with_context(|| format!("cannot read {}", component.display()))?;
+    let client = AdminClient::new(server, token);
+    eprint!("uploading {} ({} KiB) to tenant {tenant}… ", component.display(), bytes.len() / 1024);
+    let started = std::time::Instant::now();
+    let result = client
+        .send(reqwest::Method::POST, &format!("/tenants/{tenant}/languages"), Some(bytes), "application/wasm")
+        .await;
+    match result {
+        Ok(value) => {
+            eprintln!("done in {} ms (compiled, described, linted)", started.elapsed().as_millis());
+            print_json(&value)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(error) => {
+            eprintln!("refused");
+            Err(error)
+        }
+    }
+}
+
+async fn tenant_command(args: AdminArgs<TenantCommand>) -> Result<ExitCode> {
+    let client = AdminClient::new(&args.server, args.admin_token.as_deref());
+    let value = match args.command {
+        TenantCommand::Create { id, name } => {
+            let mut body = serde_json::json!({"id": id});
+            if let Some(name) = name {
+                body["name"] = Value::String(name);
+            }
+            client.json(reqwest::Method::POST, "/tenants", &body).await?
+        }
+        TenantCommand::List => client.send(reqwest::Method::GET, "/tenants", None, "").await?,
+        TenantCommand::Get { id } => client.send(reqwest::Method::GET, &format!("/tenants/{id}"), None, "").await?,
+        TenantCommand::Disable { id } => {
+            client
+                .json(reqwest::Method::PATCH, &format!("/tenants/{id}"), &serde_json::json!({"disabled": true}))
+                .await?
+        }
+        TenantCommand::Enable { id } => {
+            client
+                .json(reqwest::Method::PATCH, &format!("/tenants/{id}"), &serde_json::json!({"disabled": false}))
+                .await?
+        }
+        TenantCommand::Delete { id } => {
+            client.send(reqwest::Method::DELETE, &format!("/tenants/{id}"), None, "").await?
+        }
+        TenantCommand::Publish { id, component } => {
+            return publish(&args.server, args.admin_token.as_deref(), &id, &component).await;
+        }
+    };
+    if !value.is_null() {
+        print_json(&value)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn catalog_command(args: AdminArgs<CatalogCommand>) -> Result<ExitCode> {
+    let client = AdminClient::new(&args.server, args.admin_token.as_deref());
+    match args.command {
+        CatalogCommand::Apply { tenant, file } => {
+            let value = read_json(&file)?;
+            let body = match value {
+                Value::Array(entries) => serde_json::json!({"entries": entries}),
+                other => other,
+            };
+            print_json(&client.json(reqwest::Method::POST, &format!("/tenants/{tenant}/catalog/apply"), &body).await?)?;
+        }
+        CatalogCommand::Ls { tenant } => {
+            let mut after: Option<String> = None;
+            loop {
+                let path = match &after {
+                    Some(after) => format!("/tenants/{tenant}/catalog/entries?after={after}"),
+                    None => format!("/tenants/{tenant}/catalog/entries"),
+                };
+                let page = client.send(reqwest::Method::GET, &path, None, "").await?;
+                for entry in page["entries"].as_array().cloned().unwrap_or_default() {
+                    println!(
+                        "{}\t{}\t{}\t{}",
+                        entry["id"].as_str().unwrap_or(""),
+                        entry["kind"].as_str().unwrap_or(""),
+                        entry["risk"].as_str().unwrap_or(""),
+                        entry["name"].as_str().unwrap_or("")
+                    );
+                }
+                match page["next_after"].as_str() {
+                    Some(next) => after = Some(next.to_owned()),
+                    None => break,
+                }
+            }
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }
 

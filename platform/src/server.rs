@@ -120,6 +120,45 @@ pub fn demo_entries(base_url: &str) -> Result<Vec<StoredEntry>, String> {
         .collect()
 }
 
+/// The authentication layer for `settings`.
+///
+/// # Errors
+/// [`StartError::Io`] when an issuer is misconfigured or the development
+/// secret cannot be created.
+pub fn authenticator(
+    settings: &Settings,
+    platform: &Platform,
+) -> Result<std::sync::Arc<crate::auth::middleware::Authenticator>, StartError> {
+    use crate::auth::AuthMode;
+    let resource = settings.resource();
+    let verifier = match settings.auth.mode {
+        AuthMode::Jwt => Some(std::sync::Arc::new(
+            crate::auth::jwt::JwtVerifier::new(
+                &settings.auth.issuers,
+                resource.clone(),
+                settings.auth.leeway_secs,
+                platform.http().clone(),
+            )
+            .map_err(StartError::Io)?,
+        )),
+        AuthMode::Dev => None,
+    };
+    let dev = match settings.auth.mode {
+        AuthMode::Dev => {
+            Some(crate::auth::dev::DevTokens::load(&settings.data_dir, resource.clone()).map_err(StartError::Io)?)
+        }
+        AuthMode::Jwt => None,
+    };
+    Ok(std::sync::Arc::new(crate::auth::middleware::Authenticator {
+        platform: platform.clone(),
+        settings: settings.auth.clone(),
+        verifier,
+        dev,
+        metadata_url: format!("{}/.well-known/oauth-protected-resource", settings.public_url()),
+        resource,
+    }))
+}
+
 /// Starts the server as `settings` say: migrations, the demo tenant (when
 /// `demo`), the listener and the sweeper.
 ///
@@ -142,9 +181,17 @@ pub async fn start(settings: Settings) -> Result<Server, StartError> {
         subject: settings.dev_subject.clone(),
         scopes: BTreeSet::new(),
     };
-    let platform = Platform::new(engine, store, settings.retention()?, principal);
+    let secrets = crate::secrets::SecretBox::load(&settings.data_dir).map_err(|e| StartError::Io(e.to_string()))?;
+    let platform = Platform::new(engine, store, settings.retention()?, principal, secrets);
     let shutdown = CancellationToken::new();
     let mut tasks = Vec::new();
+
+    // Tenants created through the admin API, with their Languages, catalogs
+    // and promoted programs.
+    let loaded = crate::admin::load_tenants(&platform).await.map_err(StartError::Demo)?;
+    if loaded > 0 {
+        tracing::info!(tenants = loaded, "tenants loaded");
+    }
 
     let mut demo_world_addr = None;
     if settings.demo {
@@ -161,23 +208,41 @@ pub async fn start(settings: Settings) -> Result<Server, StartError> {
                 tracing::error!(%error, "the demo capability service stopped");
             }
         }));
-        let component = platform.engine().load(crate::bundled::WORKFLOW)?;
-        let tenant = platform.install_language(&settings.dev_tenant, component).await;
-        tenant.put_entries(demo_entries(&format!("http://{addr}")).map_err(StartError::Demo)?);
-        demo_world_addr = Some((addr, world));
-    }
-    for tenant_id in [settings.dev_tenant.clone()] {
-        if let Some(tenant) = platform.tenant(&tenant_id) {
-            let rows = platform.store().promoted_of_tenant(&tenant_id).await?;
-            crate::operations::promote::restore(&tenant, rows).map_err(StartError::Demo)?;
+        platform
+            .store()
+            .tenant_insert(&crate::store::TenantRow {
+                id: settings.dev_tenant.clone(),
+                name: "Demo tenant".to_owned(),
+                disabled: false,
+                quotas: serde_json::to_string(&crate::service::Quotas::default()).unwrap_or_default(),
+                created_at: now_ms(),
+            })
+            .await?;
+        let tenant = platform.add_tenant(&settings.dev_tenant);
+        // The bundled workflow/v1 serves unless an uploaded version does.
+        if tenant.language("workflow/v1").is_none() {
+            let component = platform.engine().load(crate::bundled::WORKFLOW)?;
+            tenant.install_language(crate::service::LanguageSlot::new(component, platform.retention().clone()));
         }
+        // The demo catalog comes from the file; entries an operator stored
+        // for the demo tenant win over it.
+        let mut entries = demo_entries(&format!("http://{addr}")).map_err(StartError::Demo)?;
+        let stored: Vec<String> = tenant.with_catalog(|c| c.all().map(|s| s.entry.id.clone()).collect());
+        entries.retain(|entry| !stored.contains(&entry.entry.id));
+        tenant.put_entries(entries);
+        demo_world_addr = Some((addr, world));
+    } else if platform.tenant(&settings.dev_tenant).is_none() {
+        platform.add_tenant(&settings.dev_tenant);
     }
 
     let listener = tokio::net::TcpListener::bind(settings.listen)
         .await
         .map_err(|e| StartError::Io(format!("cannot listen on {}: {e}", settings.listen)))?;
     let addr = listener.local_addr().map_err(|e| StartError::Io(e.to_string()))?;
-    let router = app(platform.clone(), EdgeSettings::from_settings(&settings), shutdown.clone());
+    let auth = authenticator(&settings, &platform)?;
+    let admin =
+        crate::admin::AdminState { platform: platform.clone(), auth, operator_token: settings.admin_token.clone() };
+    let router = app(platform.clone(), EdgeSettings::from_settings(&settings), shutdown.clone(), admin);
     let token = shutdown.clone();
     tasks.push(tokio::spawn(async move {
         let serving = axum::serve(listener, router).with_graceful_shutdown(async move { token.cancelled().await });

@@ -73,6 +73,32 @@ impl LanguageSlot {
     }
 }
 
+/// Per-tenant limits. Exceeding one refuses the request before anything
+/// runs, with a request error naming the limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct Quotas {
+    /// Runs executing at once.
+    pub max_concurrent_runs: u32,
+    /// Tool calls per second, averaged over one second.
+    pub requests_per_second: u32,
+    /// Bytes of stored run records.
+    pub max_stored_run_bytes: u64,
+}
+
+impl Default for Quotas {
+    fn default() -> Self {
+        Quotas { max_concurrent_runs: 16, requests_per_second: 200, max_stored_run_bytes: 1 << 30 }
+    }
+}
+
+/// A simple token bucket for the requests-per-second quota.
+#[derive(Debug)]
+struct Bucket {
+    tokens: f64,
+    last: std::time::Instant,
+}
+
 /// One tenant: its Languages, catalog and promoted programs.
 #[derive(Debug)]
 pub struct Tenant {
@@ -81,6 +107,22 @@ pub struct Tenant {
     languages: RwLock<BTreeMap<String, Arc<LanguageSlot>>>,
     catalog: Mutex<TenantCatalog>,
     promoted: RwLock<BTreeMap<String, Arc<PromotedProgram>>>,
+    disabled: std::sync::atomic::AtomicBool,
+    quotas: RwLock<Quotas>,
+    running: std::sync::atomic::AtomicU32,
+    bucket: Mutex<Bucket>,
+}
+
+/// Holds one of a tenant's concurrent-run slots until dropped.
+#[derive(Debug)]
+pub struct RunSlot {
+    tenant: Arc<Tenant>,
+}
+
+impl Drop for RunSlot {
+    fn drop(&mut self) {
+        self.tenant.running.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 impl Tenant {
@@ -91,7 +133,71 @@ impl Tenant {
             languages: RwLock::new(BTreeMap::new()),
             catalog: Mutex::new(TenantCatalog::new()),
             promoted: RwLock::new(BTreeMap::new()),
+            disabled: std::sync::atomic::AtomicBool::new(false),
+            quotas: RwLock::new(Quotas::default()),
+            running: std::sync::atomic::AtomicU32::new(0),
+            bucket: Mutex::new(Bucket {
+                tokens: f64::from(Quotas::default().requests_per_second),
+                last: std::time::Instant::now(),
+            }),
         }
+    }
+
+    /// Whether the tenant is disabled (its agents are refused).
+    pub fn is_disabled(&self) -> bool {
+        self.disabled.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Disables or enables the tenant.
+    pub fn set_disabled(&self, disabled: bool) {
+        self.disabled.store(disabled, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// The tenant's quotas.
+    pub fn quotas(&self) -> Quotas {
+        *self.quotas.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Replaces the tenant's quotas.
+    pub fn set_quotas(&self, quotas: Quotas) {
+        *self.quotas.write().unwrap_or_else(|p| p.into_inner()) = quotas;
+    }
+
+    /// Takes one request from the per-second budget.
+    ///
+    /// # Errors
+    /// A message naming the quota when the budget is spent.
+    pub fn admit_request(&self) -> Result<(), String> {
+        let limit = f64::from(self.quotas().requests_per_second.max(1));
+        let mut bucket = self.bucket.lock().unwrap_or_else(|p| p.into_inner());
+        let now = std::time::Instant::now();
+        bucket.tokens = (bucket.tokens + now.duration_since(bucket.last).as_secs_f64() * limit).min(limit);
+        bucket.last = now;
+        if bucket.tokens < 1.0 {
+            return Err(format!(
+                "quota requests_per_second ({}) of tenant '{}' is exceeded; retry shortly",
+                limit as u32, self.id
+            ));
+        }
+        bucket.tokens -= 1.0;
+        Ok(())
+    }
+
+    /// Takes a concurrent-run slot.
+    ///
+    /// # Errors
+    /// A message naming the quota when every slot is taken.
+    pub fn start_run(self: &Arc<Self>) -> Result<RunSlot, String> {
+        let limit = self.quotas().max_concurrent_runs;
+        let taken = self.running.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if taken >= limit {
+            self.running.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+            return Err(format!(
+                "quota max_concurrent_runs ({limit}) of tenant '{}' is reached; retry when a Run ends",
+                self.id
+            ));
+        }
+        Ok(RunSlot { tenant: self.clone() })
     }
 
     /// Installs (or replaces) a Language.
@@ -256,6 +362,7 @@ struct PlatformInner {
     runtime: tokio::runtime::Handle,
     retention: Retention,
     dev_principal: Principal,
+    secrets: crate::secrets::SecretBox,
 }
 
 impl std::fmt::Debug for Platform {
@@ -266,7 +373,13 @@ impl std::fmt::Debug for Platform {
 
 impl Platform {
     /// Assembles a platform from its parts. Call inside a tokio runtime.
-    pub fn new(engine: Engine, store: Store, retention: Retention, dev_principal: Principal) -> Platform {
+    pub fn new(
+        engine: Engine,
+        store: Store,
+        retention: Retention,
+        dev_principal: Principal,
+        secrets: crate::secrets::SecretBox,
+    ) -> Platform {
         crate::install_crypto_provider();
         let http = reqwest::Client::builder()
             .user_agent(concat!("pilotage/", env!("CARGO_PKG_VERSION")))
@@ -283,8 +396,35 @@ impl Platform {
                 runtime: tokio::runtime::Handle::current(),
                 retention,
                 dev_principal,
+                secrets,
             }),
         }
+    }
+
+    /// The secret box.
+    pub fn secrets(&self) -> &crate::secrets::SecretBox {
+        &self.inner.secrets
+    }
+
+    /// A tenant secret's value.
+    ///
+    /// # Errors
+    /// A message when it does not exist or does not decrypt.
+    pub async fn secret_value(&self, tenant: &str, name: &str) -> Result<String, String> {
+        let Some((nonce, ciphertext)) = self.store().secret_get(tenant, name).await.map_err(|e| e.to_string())? else {
+            return Err(format!("secret '{name}' does not exist"));
+        };
+        self.secrets().open(tenant, name, &nonce, &ciphertext).map_err(|e| e.to_string())
+    }
+
+    /// Every tenant.
+    pub fn tenants(&self) -> Vec<Arc<Tenant>> {
+        self.inner.tenants.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect()
+    }
+
+    /// Forgets a tenant (its stored data is deleted by the caller).
+    pub fn remove_tenant(&self, id: &str) -> bool {
+        self.inner.tenants.write().unwrap_or_else(|p| p.into_inner()).remove(id).is_some()
     }
 
     /// The wasm engine.

@@ -9,7 +9,8 @@
 //!   unwrapped to the one JSON-RPC response it carries, keeping
 //!   `Mcp-Session-Id`;
 //! - a missing `Content-Type` on a JSON body is taken as JSON;
-//! - each POST is bounded in time (a JSON-RPC error after the timeout).
+//! - each POST is bounded in time (a JSON-RPC error after the timeout);
+//! - a session DELETE answers 204 (not 202), which every client accepts.
 
 use std::time::Duration;
 
@@ -54,6 +55,15 @@ fn accepts(request: &Request, media: &str) -> bool {
 
 /// The middleware function.
 pub async fn compat(State(settings): State<Compat>, request: Request, next: Next) -> Response {
+    if request.method() == Method::DELETE {
+        // Ending a session: rmcp answers 202; clients that only accept 200
+        // or 204 for a completed DELETE get 204, which every client takes.
+        let mut response = next.run(request).await;
+        if response.status() == StatusCode::ACCEPTED {
+            *response.status_mut() = StatusCode::NO_CONTENT;
+        }
+        return response;
+    }
     if request.method() != Method::POST {
         return next.run(request).await;
     }

@@ -18,6 +18,8 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{SessionId, StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
+use crate::admin::AdminState;
+use crate::auth::middleware::{protected_resource, require_principal};
 use crate::config::Settings;
 use crate::mcp::PilotageServer;
 use crate::mcp::sessions::ObservedSessions;
@@ -103,11 +105,29 @@ async fn readyz(State(platform): State<Platform>) -> impl IntoResponse {
     }
 }
 
-/// The application router: `/mcp`, `/healthz`, `/readyz`.
-pub fn app(platform: Platform, settings: EdgeSettings, shutdown: CancellationToken) -> Router {
+/// The application router: `/mcp` and `/t/{tenant}/mcp` behind
+/// authentication, the protected-resource metadata, the admin API at
+/// `/admin/v1`, `/healthz` and `/readyz`.
+pub fn app(platform: Platform, settings: EdgeSettings, shutdown: CancellationToken, admin: AdminState) -> Router {
     let mcp = mcp_service(&platform, &settings, &shutdown);
     let compat = compat::Compat { max_body_bytes: settings.max_body_bytes, timeout: settings.request_timeout };
-    let mcp_routes =
-        Router::new().route_service("/mcp", mcp).layer(axum::middleware::from_fn_with_state(compat, compat::compat));
-    Router::new().route("/healthz", get(healthz)).route("/readyz", get(readyz)).with_state(platform).merge(mcp_routes)
+    let auth = admin.auth.clone();
+    // Order: authenticate first (a refused request never reaches rmcp),
+    // then the compatibility layer.
+    let mcp_routes = Router::new()
+        .route_service("/mcp", mcp.clone())
+        .route_service("/t/{tenant}/mcp", mcp)
+        .layer(axum::middleware::from_fn_with_state(compat, compat::compat))
+        .layer(axum::middleware::from_fn_with_state(auth.clone(), require_principal));
+    let metadata = Router::new()
+        .route("/.well-known/oauth-protected-resource", get(protected_resource))
+        .route("/.well-known/oauth-protected-resource/mcp", get(protected_resource))
+        .with_state(auth);
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .with_state(platform)
+        .nest("/admin/v1", crate::admin::router(admin))
+        .merge(metadata)
+        .merge(mcp_routes)
 }

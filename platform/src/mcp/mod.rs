@@ -170,6 +170,14 @@ impl ServerHandler for PilotageServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let context = self.context(&context.extensions)?;
+        if let Err(message) = context.tenant.admit_request() {
+            // A tenant quota is a bound reached before anything runs.
+            return envelope(Err(operations::request_error(
+                crate::protocol::request_error::RequestErrorKind::BoundsExceeded,
+                message,
+            )))
+            .map(Into::into);
+        }
         let Some(role) = tools::role_of(&context.tenant, &request.name) else {
             return Err(McpError::invalid_params(format!("Unknown tool: {}", request.name), None));
         };

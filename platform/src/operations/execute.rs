@@ -316,8 +316,28 @@ pub async fn execute(context: &Context, slot: &Arc<LanguageSlot>, raw: &Value) -
         ));
     }
 
-    // 5. Execution.
+    // 5. Execution, within the tenant's quotas (checked before anything
+    // runs, so a refusal is a request error).
     let principal = context.caller.principal.clone();
+    let slot_guard =
+        context.tenant.start_run().map_err(|message| request_error(RequestErrorKind::BoundsExceeded, message))?;
+    let retained = match args.store {
+        Some(explicit) => explicit,
+        None => retention.retains(),
+    };
+    if retained {
+        let limit = context.tenant.quotas().max_stored_run_bytes;
+        let used = context.platform.store().run_bytes_of_tenant(&principal.tenant).await.map_err(|e| internal(&e))?;
+        if used as u64 >= limit {
+            return Err(request_error(
+                RequestErrorKind::BoundsExceeded,
+                format!(
+                    "quota max_stored_run_bytes ({limit}) of tenant '{}' is reached; use store:false or wait for runs to expire",
+                    principal.tenant
+                ),
+            ));
+        }
+    }
     if let Some((key, runnable_hash, input_hash)) = &idempotency {
         let claim = context
             .platform
@@ -363,6 +383,7 @@ pub async fn execute(context: &Context, slot: &Arc<LanguageSlot>, raw: &Value) -
             return Err(error);
         }
     };
+    drop(slot_guard);
     let response = serde_json::to_value(&response).unwrap_or(Value::Null);
     if let Some((key, _, _)) = &idempotency {
         context

@@ -20,6 +20,10 @@ pub struct HttpBinding {
     /// `invocation_timeout_ms`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+    /// Extra request headers; a value may reference tenant secrets as
+    /// `{secret:NAME}`, resolved at call time and never stored in clear.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
 }
 
 /// Invokes entries over HTTP. Blocking: it runs on the Run's own thread
@@ -51,13 +55,36 @@ impl HttpInvoker {
     /// A message when the endpoint fails, times out, answers a non-2xx
     /// status, or answers something that is not JSON.
     pub fn invoke_binding(&self, binding: &HttpBinding, input: &Value) -> Result<Value, String> {
-        self.runtime.block_on(self.call(binding, input))
+        self.invoke_with_headers(binding, input, &binding.headers)
     }
 
-    async fn call(&self, binding: &HttpBinding, input: &Value) -> Result<Value, String> {
+    /// Like [`HttpInvoker::invoke_binding`], with the headers already
+    /// resolved (secrets substituted).
+    ///
+    /// # Errors
+    /// As [`HttpInvoker::invoke_binding`].
+    pub fn invoke_with_headers(
+        &self,
+        binding: &HttpBinding,
+        input: &Value,
+        headers: &BTreeMap<String, String>,
+    ) -> Result<Value, String> {
+        self.runtime.block_on(self.call(binding, input, headers))
+    }
+
+    async fn call(
+        &self,
+        binding: &HttpBinding,
+        input: &Value,
+        headers: &BTreeMap<String, String>,
+    ) -> Result<Value, String> {
         let timeout =
             binding.timeout_ms.map(Duration::from_millis).map_or(self.max_timeout, |t| t.min(self.max_timeout));
-        let response = self.client.post(&binding.url).json(input).timeout(timeout).send().await.map_err(|error| {
+        let mut request = self.client.post(&binding.url).json(input).timeout(timeout);
+        for (name, value) in headers {
+            request = request.header(name.as_str(), value.as_str());
+        }
+        let response = request.send().await.map_err(|error| {
             if error.is_timeout() {
                 format!("no answer within {} ms", timeout.as_millis())
             } else {

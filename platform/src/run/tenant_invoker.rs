@@ -171,9 +171,20 @@ impl Invoker for TenantInvoker {
         {
             return self.run_promoted(&program, entry, input);
         }
-        match self.snapshot.get_stored(&entry.id).and_then(|stored| stored.binding.clone()) {
-            Some(binding) => self.http.invoke_binding(&binding, input),
-            None => Err(format!("'{}' has no binding: nothing serves it", entry.id)),
+        let Some(binding) = self.snapshot.get_stored(&entry.id).and_then(|stored| stored.binding.clone()) else {
+            return Err(format!("'{}' has no binding: nothing serves it", entry.id));
+        };
+        let mut headers = binding.headers.clone();
+        for value in headers.values_mut() {
+            for name in crate::secrets::referenced(value) {
+                let secret = self
+                    .platform
+                    .runtime()
+                    .block_on(self.platform.secret_value(&self.tenant.id, &name))
+                    .map_err(|error| format!("the binding of '{}' needs secret '{name}': {error}", entry.id))?;
+                *value = value.replace(&format!("{{secret:{name}}}"), &secret);
+            }
         }
+        self.http.invoke_with_headers(&binding, input, &headers)
     }
 }

@@ -115,16 +115,30 @@ fn migration(version: i64, description: &'static str, sql: &'static str) -> Migr
 
 fn migrator(backend: Backend) -> Migrator {
     let migrations = match backend {
-        Backend::Sqlite => vec![migration(
-            1,
-            "runs idempotency promotions",
-            include_str!("../../../migrations/sqlite/0001_runs_idempotency_promotions.sql"),
-        )],
-        Backend::Postgres => vec![migration(
-            1,
-            "runs idempotency promotions",
-            include_str!("../../../migrations/postgres/0001_runs_idempotency_promotions.sql"),
-        )],
+        Backend::Sqlite => vec![
+            migration(
+                1,
+                "runs idempotency promotions",
+                include_str!("../../../migrations/sqlite/0001_runs_idempotency_promotions.sql"),
+            ),
+            migration(
+                2,
+                "tenants languages catalog secrets audit",
+                include_str!("../../../migrations/sqlite/0002_tenants_languages_catalog_secrets_audit.sql"),
+            ),
+        ],
+        Backend::Postgres => vec![
+            migration(
+                1,
+                "runs idempotency promotions",
+                include_str!("../../../migrations/postgres/0001_runs_idempotency_promotions.sql"),
+            ),
+            migration(
+                2,
+                "tenants languages catalog secrets audit",
+                include_str!("../../../migrations/postgres/0002_tenants_languages_catalog_secrets_audit.sql"),
+            ),
+        ],
     };
     Migrator { migrations: Cow::Owned(migrations), ..Migrator::DEFAULT }
 }
@@ -455,6 +469,414 @@ impl Store {
                 })
             })
             .collect()
+    }
+}
+
+/// A stored tenant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TenantRow {
+    /// Its id.
+    pub id: String,
+    /// Its display name.
+    pub name: String,
+    /// Whether it is disabled.
+    pub disabled: bool,
+    /// Its quotas (JSON).
+    pub quotas: String,
+    /// When it was created.
+    pub created_at: i64,
+}
+
+/// A stored Language component.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LanguageRow {
+    /// Its tenant.
+    pub tenant: String,
+    /// The Language identifier.
+    pub name: String,
+    /// SHA-256 of the component.
+    pub sha256: String,
+    /// The component's bytes.
+    pub component: Vec<u8>,
+    /// The lint findings at upload (JSON).
+    pub lint: String,
+    /// Whether this version is the one served.
+    pub active: bool,
+    /// Who uploaded it.
+    pub uploaded_by: String,
+    /// When.
+    pub created_at: i64,
+}
+
+/// One audit record.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct AuditRow {
+    /// When, ms since the epoch.
+    pub at: i64,
+    /// Who.
+    pub actor: String,
+    /// What (`tenant.create`, `language.upload`, …).
+    pub action: String,
+    /// On what.
+    pub target: String,
+    /// Details (JSON); never secret values.
+    pub detail: String,
+}
+
+impl Store {
+    /// Creates a tenant; `false` when it already exists.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the write fails.
+    pub async fn tenant_insert(&self, row: &TenantRow) -> Result<bool, StoreError> {
+        let inserted = sqlx::query(
+            "INSERT INTO tenants (id, name, disabled, quotas, created_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING",
+        )
+        .bind(&row.id)
+        .bind(&row.name)
+        .bind(i64::from(row.disabled))
+        .bind(&row.quotas)
+        .bind(row.created_at)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        Ok(inserted == 1)
+    }
+
+    /// Every tenant.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the read fails.
+    pub async fn tenants(&self) -> Result<Vec<TenantRow>, StoreError> {
+        let rows = sqlx::query("SELECT id, name, disabled, quotas, created_at FROM tenants ORDER BY id")
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(TenantRow {
+                    id: row.try_get("id")?,
+                    name: row.try_get("name")?,
+                    disabled: row.try_get::<i64, _>("disabled")? != 0,
+                    quotas: row.try_get("quotas")?,
+                    created_at: row.try_get("created_at")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Updates a tenant's name, state and quotas.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the write fails.
+    pub async fn tenant_update(&self, row: &TenantRow) -> Result<(), StoreError> {
+        sqlx::query("UPDATE tenants SET name = $1, disabled = $2, quotas = $3 WHERE id = $4")
+            .bind(&row.name)
+            .bind(i64::from(row.disabled))
+            .bind(&row.quotas)
+            .bind(&row.id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Deletes a tenant and everything it owns, in one transaction.
+    ///
+    /// # Errors
+    /// [`StoreError`] when a write fails (nothing is deleted then).
+    pub async fn tenant_delete(&self, tenant: &str) -> Result<(), StoreError> {
+        let mut transaction = self.pool.begin().await?;
+        for statement in [
+            "DELETE FROM runs WHERE tenant = $1",
+            "DELETE FROM idempotency_keys WHERE tenant = $1",
+            "DELETE FROM promoted_programs WHERE tenant = $1",
+            "DELETE FROM languages WHERE tenant = $1",
+            "DELETE FROM catalog_entries WHERE tenant = $1",
+            "DELETE FROM secrets WHERE tenant = $1",
+            "DELETE FROM tenants WHERE id = $1",
+        ] {
+            sqlx::query(statement).bind(tenant).execute(&mut *transaction).await?;
+        }
+        transaction.commit().await?;
+        Ok(())
+    }
+
+    /// Stores an uploaded component (a no-op when the same bytes exist).
+    ///
+    /// # Errors
+    /// [`StoreError`] when the write fails.
+    pub async fn language_insert(&self, row: &LanguageRow) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO languages (tenant, name, sha256, component, lint, active, uploaded_by, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (tenant, name, sha256) DO NOTHING",
+        )
+        .bind(&row.tenant)
+        .bind(&row.name)
+        .bind(&row.sha256)
+        .bind(row.component.clone())
+        .bind(&row.lint)
+        .bind(i64::from(row.active))
+        .bind(&row.uploaded_by)
+        .bind(row.created_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Makes one version of a Language the served one.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the write fails.
+    pub async fn language_activate(&self, tenant: &str, name: &str, sha256: &str) -> Result<bool, StoreError> {
+        let mut transaction = self.pool.begin().await?;
+        sqlx::query("UPDATE languages SET active = 0 WHERE tenant = $1 AND name = $2")
+            .bind(tenant)
+            .bind(name)
+            .execute(&mut *transaction)
+            .await?;
+        let updated = sqlx::query("UPDATE languages SET active = 1 WHERE tenant = $1 AND name = $2 AND sha256 = $3")
+            .bind(tenant)
+            .bind(name)
+            .bind(sha256)
+            .execute(&mut *transaction)
+            .await?
+            .rows_affected();
+        transaction.commit().await?;
+        Ok(updated == 1)
+    }
+
+    /// Retires a Language: no version is served any more.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the write fails.
+    pub async fn language_retire(&self, tenant: &str, name: &str) -> Result<bool, StoreError> {
+        let updated = sqlx::query("UPDATE languages SET active = 0 WHERE tenant = $1 AND name = $2 AND active = 1")
+            .bind(tenant)
+            .bind(name)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        Ok(updated > 0)
+    }
+
+    /// Every stored version of a tenant's Languages.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the read fails.
+    pub async fn languages_of_tenant(&self, tenant: &str) -> Result<Vec<LanguageRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT tenant, name, sha256, component, lint, active, uploaded_by, created_at FROM languages WHERE tenant = $1 ORDER BY name, created_at",
+        )
+        .bind(tenant)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(LanguageRow {
+                    tenant: row.try_get("tenant")?,
+                    name: row.try_get("name")?,
+                    sha256: row.try_get("sha256")?,
+                    component: row.try_get("component")?,
+                    lint: row.try_get("lint")?,
+                    active: row.try_get::<i64, _>("active")? != 0,
+                    uploaded_by: row.try_get("uploaded_by")?,
+                    created_at: row.try_get("created_at")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Inserts or replaces catalog entries (each a JSON `StoredEntry`).
+    ///
+    /// # Errors
+    /// [`StoreError`] when a write fails (nothing is written then).
+    pub async fn catalog_put(&self, tenant: &str, entries: &[(String, String)], now_ms: i64) -> Result<(), StoreError> {
+        let mut transaction = self.pool.begin().await?;
+        for (id, stored) in entries {
+            sqlx::query(
+                "INSERT INTO catalog_entries (tenant, id, stored, updated_at) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (tenant, id) DO UPDATE SET stored = excluded.stored, updated_at = excluded.updated_at",
+            )
+            .bind(tenant)
+            .bind(id)
+            .bind(stored)
+            .bind(now_ms)
+            .execute(&mut *transaction)
+            .await?;
+        }
+        transaction.commit().await?;
+        Ok(())
+    }
+
+    /// Deletes catalog entries.
+    ///
+    /// # Errors
+    /// [`StoreError`] when a write fails.
+    pub async fn catalog_delete(&self, tenant: &str, ids: &[String]) -> Result<(), StoreError> {
+        let mut transaction = self.pool.begin().await?;
+        for id in ids {
+            sqlx::query("DELETE FROM catalog_entries WHERE tenant = $1 AND id = $2")
+                .bind(tenant)
+                .bind(id)
+                .execute(&mut *transaction)
+                .await?;
+        }
+        transaction.commit().await?;
+        Ok(())
+    }
+
+    /// Every stored catalog entry of a tenant (JSON `StoredEntry`s).
+    ///
+    /// # Errors
+    /// [`StoreError`] when the read fails.
+    pub async fn catalog_of_tenant(&self, tenant: &str) -> Result<Vec<String>, StoreError> {
+        let rows = sqlx::query("SELECT stored FROM catalog_entries WHERE tenant = $1 ORDER BY id")
+            .bind(tenant)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(|row| Ok(row.try_get::<String, _>("stored")?)).collect()
+    }
+
+    /// Stores an encrypted secret.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the write fails.
+    pub async fn secret_put(
+        &self,
+        tenant: &str,
+        name: &str,
+        nonce: &[u8],
+        ciphertext: &[u8],
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO secrets (tenant, name, nonce, ciphertext, updated_at) VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (tenant, name) DO UPDATE SET nonce = excluded.nonce, ciphertext = excluded.ciphertext, updated_at = excluded.updated_at",
+        )
+        .bind(tenant)
+        .bind(name)
+        .bind(nonce.to_vec())
+        .bind(ciphertext.to_vec())
+        .bind(now_ms)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// One encrypted secret: (nonce, ciphertext).
+    ///
+    /// # Errors
+    /// [`StoreError`] when the read fails.
+    pub async fn secret_get(&self, tenant: &str, name: &str) -> Result<Option<(Vec<u8>, Vec<u8>)>, StoreError> {
+        let row = sqlx::query("SELECT nonce, ciphertext FROM secrets WHERE tenant = $1 AND name = $2")
+            .bind(tenant)
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|row| Ok((row.try_get("nonce")?, row.try_get("ciphertext")?))).transpose()
+    }
+
+    /// The names of a tenant's secrets.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the read fails.
+    pub async fn secret_names(&self, tenant: &str) -> Result<Vec<String>, StoreError> {
+        let rows = sqlx::query("SELECT name FROM secrets WHERE tenant = $1 ORDER BY name")
+            .bind(tenant)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(|row| Ok(row.try_get::<String, _>("name")?)).collect()
+    }
+
+    /// Deletes a secret.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the write fails.
+    pub async fn secret_delete(&self, tenant: &str, name: &str) -> Result<bool, StoreError> {
+        Ok(sqlx::query("DELETE FROM secrets WHERE tenant = $1 AND name = $2")
+            .bind(tenant)
+            .bind(name)
+            .execute(&self.pool)
+            .await?
+            .rows_affected()
+            > 0)
+    }
+
+    /// Appends an audit record.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the write fails.
+    pub async fn audit(&self, row: &AuditRow) -> Result<(), StoreError> {
+        sqlx::query("INSERT INTO audit_log (at, actor, action, target, detail) VALUES ($1, $2, $3, $4, $5)")
+            .bind(row.at)
+            .bind(&row.actor)
+            .bind(&row.action)
+            .bind(&row.target)
+            .bind(&row.detail)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// The latest audit records, newest first.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the read fails.
+    pub async fn audit_log(&self, limit: i64) -> Result<Vec<AuditRow>, StoreError> {
+        let rows = sqlx::query("SELECT at, actor, action, target, detail FROM audit_log ORDER BY id DESC LIMIT $1")
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(AuditRow {
+                    at: row.try_get("at")?,
+                    actor: row.try_get("actor")?,
+                    action: row.try_get("action")?,
+                    target: row.try_get("target")?,
+                    detail: row.try_get("detail")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Bytes of stored run records of a tenant (for the quota).
+    ///
+    /// # Errors
+    /// [`StoreError`] when the read fails.
+    pub async fn run_bytes_of_tenant(&self, tenant: &str) -> Result<i64, StoreError> {
+        // PostgreSQL sums BIGINT into NUMERIC, which the Any driver does not
+        // read: cast it back.
+        let row = sqlx::query("SELECT CAST(COALESCE(SUM(bytes), 0) AS BIGINT) AS n FROM runs WHERE tenant = $1")
+            .bind(tenant)
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(row.try_get::<i64, _>("n")?)
+    }
+
+    /// Run records of a tenant with filters, newest first (operators).
+    ///
+    /// # Errors
+    /// [`StoreError`] when the read fails.
+    pub async fn runs_filtered(
+        &self,
+        tenant: &str,
+        subject: Option<&str>,
+        language: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<RunRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT run_id, tenant, subject, language, session_id, recorded_level, record, created_at, expires_at FROM runs \
+             WHERE tenant = $1 AND ($2 = '' OR subject = $3) AND ($4 = '' OR language = $5) ORDER BY created_at DESC LIMIT $6",
+        )
+        .bind(tenant)
+        .bind(subject.unwrap_or(""))
+        .bind(subject.unwrap_or(""))
+        .bind(language.unwrap_or(""))
+        .bind(language.unwrap_or(""))
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(run_from_row).collect()
     }
 }
 

@@ -257,12 +257,16 @@ impl Tenant {
     }
 }
 
+/// Cached results by key, and keys in insertion order.
+type CacheEntries = (HashMap<String, Arc<Validated>>, VecDeque<String>);
+
 /// Validation results by (tenant, component, program, catalog_version,
 /// context), so execute after validate does not validate twice (Part IV
 /// §6). Bounded; least recently inserted entries go first.
 #[derive(Debug)]
 pub struct ValidationCache {
-    entries: Mutex<(HashMap<String, Arc<Validated>>, VecDeque<String>)>,
+    /// Results by key, and keys in insertion order for eviction.
+    entries: Mutex<CacheEntries>,
     capacity: usize,
 }
 

@@ -19,11 +19,14 @@ use super::{AuthError, Claims, IssuerConfig};
 /// `kid`s cannot be used to hammer it.
 pub const REFRESH_INTERVAL: Duration = Duration::from_secs(5);
 
+/// Keys by `kid`, and when they were last fetched.
+type KeySet = (HashMap<String, (DecodingKey, Algorithm)>, Option<Instant>);
+
 /// One issuer's keys.
 struct Issuer {
     config: IssuerConfig,
     algorithms: Vec<Algorithm>,
-    keys: RwLock<(HashMap<String, (DecodingKey, Algorithm)>, Option<Instant>)>,
+    keys: RwLock<KeySet>,
 }
 
 /// Validates bearer tokens of the configured issuers.

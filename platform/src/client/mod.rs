@@ -380,10 +380,10 @@ impl PilotageClient {
             .and_then(|t| t.meta.as_ref())
             .and_then(|meta| meta.get(META_KEY))
             .ok_or_else(|| ClientError::NotPilotage(format!("tool {tool} carries no program declaration")))?;
-        if declaration.get("language").and_then(Value::as_str) == Some(language) {
-            if let Some(argument) = declaration.get("argument").and_then(Value::as_str) {
-                return Ok(argument.to_owned());
-            }
+        if declaration.get("language").and_then(Value::as_str) == Some(language)
+            && let Some(argument) = declaration.get("argument").and_then(Value::as_str)
+        {
+            return Ok(argument.to_owned());
         }
         declaration
             .get("languages")

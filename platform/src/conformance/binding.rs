@@ -73,9 +73,9 @@ pub enum MemberCases {
     /// Both polarities.
     Cases {
         /// A request that must produce the member.
-        bad: Case,
+        bad: Box<Case>,
         /// A corrected request that must not.
-        good: Case,
+        good: Box<Case>,
     },
     /// Not reachable, and why.
     Unreachable {

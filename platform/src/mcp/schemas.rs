@@ -152,7 +152,9 @@ fn guide(with_body: bool) -> Value {
         "required": ["id", "title", "level", "topics", "language", "version", "size_bytes"]
     });
     if with_body {
-        guide["required"].as_array_mut().map(|required| required.push(json!("body")));
+        if let Some(required) = guide["required"].as_array_mut() {
+            required.push(json!("body"));
+        }
     } else {
         guide["not"] = json!({"required": ["body"]});
     }

@@ -34,7 +34,7 @@ async fn pil_client_gate_destructive_b() {
     assert!(!report.approved);
     assert!(report.executions.is_empty(), "the Host transmitted the execute request");
     let (_, world) = server.demo_world.as_ref().unwrap();
-    assert!(world.calls().get("/orders/cancel").is_none());
+    assert!(!world.calls().contains_key("/orders/cancel"));
     client.close().await;
     server.stop().await;
 }

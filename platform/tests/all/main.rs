@@ -11,4 +11,5 @@ mod main_job;
 mod mcp_server;
 mod protocol_schema;
 mod sql_language;
+mod tenancy;
 mod workflow_language;

@@ -54,7 +54,7 @@ async fn the_client_commands_drive_a_server() {
 
     let (safe_arg, destructive_arg) = (safe.display().to_string(), destructive.display().to_string());
     let run = {
-        let args = vec![
+        let args = [
             "client".to_owned(),
             "run".into(),
             url_arg.into(),
@@ -72,8 +72,7 @@ async fn the_client_commands_drive_a_server() {
     let response: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
     assert_eq!(response["output"]["name"], "Amira Hassan");
     let trace = {
-        let args =
-            vec!["client".to_owned(), "trace".into(), url_arg.into(), response["run_id"].as_str().unwrap().into()];
+        let args = ["client".to_owned(), "trace".into(), url_arg.into(), response["run_id"].as_str().unwrap().into()];
         tokio::task::spawn_blocking(move || pilotage(&args.iter().map(String::as_str).collect::<Vec<_>>()))
             .await
             .unwrap()
@@ -82,17 +81,16 @@ async fn the_client_commands_drive_a_server() {
 
     // Not interactive and no --approve: the destructive plan is refused.
     let refused = {
-        let args =
-            vec!["client".to_owned(), "run".into(), url_arg.into(), "workflow/v1".into(), destructive_arg.clone()];
+        let args = ["client".to_owned(), "run".into(), url_arg.into(), "workflow/v1".into(), destructive_arg.clone()];
         tokio::task::spawn_blocking(move || pilotage(&args.iter().map(String::as_str).collect::<Vec<_>>()))
             .await
             .unwrap()
     };
     assert_eq!(refused.status.code(), Some(4), "{}", String::from_utf8_lossy(&refused.stderr));
     let (_, world) = server.demo_world.as_ref().unwrap();
-    assert!(world.calls().get("/orders/cancel").is_none(), "the gate let a destructive Run through");
+    assert!(!world.calls().contains_key("/orders/cancel"), "the gate let a destructive Run through");
     let approved = {
-        let args = vec![
+        let args = [
             "client".to_owned(),
             "run".into(),
             url_arg.into(),

@@ -89,6 +89,13 @@ impl PostgresDataSource {
     /// `handle`. Connects lazily: an unreachable database shows at the
     /// first use ([`PostgresDataSource::check`] tests it at once).
     ///
+    /// The blocking [`DataSource`] methods drive sqlx futures with
+    /// `handle.block_on`: call them from a blocking thread (a Run's
+    /// `spawn_blocking` thread, or a plain thread), never from inside an
+    /// async task, and give the handle of a multi-thread runtime (a
+    /// current-thread runtime's IO driver does not run under
+    /// `Handle::block_on`).
+    ///
     /// # Errors
     /// [`DataSourceError::Config`] when the URL does not parse or no
     /// schema is given.

@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, RwLock};
 
+use rmcp::service::SubscriptionSink;
 use rmcp::{Peer, RoleServer};
 
 use crate::catalog::{CatalogSnapshot, StoredEntry, TenantCatalog};
@@ -315,10 +316,17 @@ impl ValidationCache {
     }
 }
 
-/// Connected MCP sessions, for `notifications/tools/list_changed`.
+/// Connected MCP sessions and open `subscriptions/listen` requests, for
+/// `notifications/tools/list_changed` (Part III §4.7).
 #[derive(Debug, Default)]
 pub struct Sessions {
+    /// Session id → (tenant, peer): clients with a session (up to
+    /// 2025-11-25) receive notifications on the session's stream.
     peers: Mutex<BTreeMap<String, (String, Peer<RoleServer>)>>,
+    /// Listener number → (tenant, sink): 2026-07-28 clients, which have no
+    /// session.
+    listeners: Mutex<BTreeMap<u64, (String, SubscriptionSink)>>,
+    next_listener: std::sync::atomic::AtomicU64,
 }
 
 impl Sessions {
@@ -332,8 +340,35 @@ impl Sessions {
         self.peers.lock().unwrap_or_else(|p| p.into_inner()).remove(session_id);
     }
 
-    /// Tells every session of `tenant` that its tool list changed.
+    /// Registers an open `subscriptions/listen` of `tenant`; returns the
+    /// number to [`Sessions::unlisten`] it with.
+    pub fn listen(&self, tenant: String, sink: SubscriptionSink) -> u64 {
+        let number = self.next_listener.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.listeners.lock().unwrap_or_else(|p| p.into_inner()).insert(number, (tenant, sink));
+        number
+    }
+
+    /// Forgets a subscription that ended.
+    pub fn unlisten(&self, number: u64) {
+        self.listeners.lock().unwrap_or_else(|p| p.into_inner()).remove(&number);
+    }
+
+    /// Tells every session and every subscription of `tenant` that its tool
+    /// list changed.
     pub async fn notify_tools_changed(&self, tenant: &str) {
+        let sinks: Vec<SubscriptionSink> = self
+            .listeners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .filter(|(owner, _)| owner == tenant)
+            .map(|(_, sink)| sink.clone())
+            .collect();
+        for sink in sinks {
+            if let Err(error) = sink.notify_tool_list_changed().await {
+                tracing::debug!(%error, "a subscription did not take tools/list_changed");
+            }
+        }
         let peers: Vec<Peer<RoleServer>> = self
             .peers
             .lock()

@@ -15,9 +15,9 @@ pub mod tools;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CustomRequest, CustomResult, DiscoverResult, ErrorCode,
     ExtensionCapabilities, Implementation, InitializeRequestParams, InitializeResult, JsonObject, ListToolsResult,
-    MetaObject, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    MetaObject, PaginatedRequestParams, ServerCapabilities, ServerConfig, SubscriptionFilter,
 };
-use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
@@ -153,6 +153,24 @@ impl ServerHandler for PilotageServer {
         if let Some(session) = self.session_id(&context.extensions) {
             self.platform.sessions().add(session, principal.tenant, context.peer.clone());
         }
+    }
+
+    /// Clients of the 2026-07-28 revision have no session to receive
+    /// notifications on; they open `subscriptions/listen`. Only tool-list
+    /// changes are offered, the one notification this server sends.
+    fn accepted_subscription_filter(&self, _requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+        Some(SubscriptionFilter::builder().tools_list_changed().build())
+    }
+
+    /// Holds one subscription open until the client cancels it or the
+    /// server stops, delivering the tenant's tool-list changes to it.
+    async fn listen(&self, subscription: SubscriptionContext) -> Result<(), McpError> {
+        let principal = self.principal(&subscription.request_context().extensions);
+        let sessions = self.platform.sessions();
+        let listener = sessions.listen(principal.tenant, subscription.sink().clone());
+        subscription.cancelled().await;
+        sessions.unlisten(listener);
+        Ok(())
     }
 
     async fn list_tools(

@@ -686,3 +686,49 @@ async fn health_hosts_and_body_limits() {
     assert_eq!(response.status(), 413);
     server.stop().await;
 }
+
+/// A 2026-07-28 client has no session: it learns of tool-list changes by
+/// holding `subscriptions/listen` open (Part III §4.7), and only for its
+/// own tenant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stateless_client_hears_tool_list_changes_through_subscriptions_listen() {
+    use rmcp::model::{ProtocolVersion, ServerNotification, SubscriptionFilter};
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+
+    let server = server(settings(Backend::Sqlite).await).await;
+    pilotage_platform::install_crypto_provider();
+    let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(server.mcp_url());
+    let client = ()
+        .serve_with_lifecycle(
+            transport,
+            ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] },
+        )
+        .await
+        .expect("a 2026-07-28 client connects");
+    assert_eq!(client.peer_info().map(|info| info.protocol_version.clone()), Some(ProtocolVersion::V_2026_07_28));
+    let mut subscription = client
+        .listen(SubscriptionFilter::builder().tools_list_changed().prompts_list_changed().build())
+        .await
+        .expect("the server accepts a listen");
+    assert_eq!(subscription.acknowledged().tools_list_changed, Some(true));
+    assert_eq!(subscription.acknowledged().prompts_list_changed, None, "only what the server sends is accepted");
+
+    // Another tenant's change is not announced here; the demo tenant's is.
+    server.platform.add_tenant("elsewhere");
+    let elsewhere = server.platform.engine().load(crate::support::HOSTILE).unwrap();
+    server.platform.install_language("elsewhere", elsewhere).await;
+    let quiet = tokio::time::timeout(std::time::Duration::from_millis(500), subscription.next()).await;
+    assert!(quiet.is_err(), "another tenant's change reached this subscription: {quiet:?}");
+    let hostile = server.platform.engine().load(crate::support::HOSTILE).unwrap();
+    server.platform.install_language("demo", hostile).await;
+    let heard = tokio::time::timeout(std::time::Duration::from_secs(5), subscription.next())
+        .await
+        .expect("a notification within 5 s")
+        .expect("the subscription is open");
+    assert!(matches!(heard, Some(ServerNotification::ToolListChangedNotification(_))), "{heard:?}");
+    let tools = client.list_all_tools().await.unwrap();
+    assert!(tools.iter().any(|tool| tool.name == "validate_hostile"));
+    drop(subscription);
+    client.cancel().await.unwrap();
+    server.stop().await;
+}

@@ -159,7 +159,7 @@ enum CatalogCommand {
 
 #[derive(Args)]
 struct ConformanceArgs {
-    /// The server's MCP endpoint.
+    /// The server's MCP endpoint (an http URL, or stdio:<command>).
     #[arg(long)]
     endpoint: String,
     /// The Language to test.
@@ -195,12 +195,14 @@ struct ClientArgs {
 enum ClientCommand {
     /// List the server's tools and its manifest.
     Tools {
-        /// The server's MCP endpoint, e.g. http://127.0.0.1:8480/mcp.
+        /// The server's MCP endpoint, e.g. http://127.0.0.1:8480/mcp, or
+        /// a command to speak MCP with over stdio, e.g.
+        /// "stdio:pilotage serve --stdio --demo".
         url: String,
     },
     /// Show a Language's guide index, or one guide.
     Guide {
-        /// The server's MCP endpoint.
+        /// The server's MCP endpoint (an http URL, or stdio:<command>).
         url: String,
         /// The Language, e.g. workflow/v1.
         language: String,
@@ -209,7 +211,7 @@ enum ClientCommand {
     },
     /// List (or search) a Language's catalog.
     Catalog {
-        /// The server's MCP endpoint.
+        /// The server's MCP endpoint (an http URL, or stdio:<command>).
         url: String,
         /// The Language.
         language: String,
@@ -223,7 +225,7 @@ enum ClientCommand {
     Run(ProgramArgs),
     /// Fetch a stored trace by run_id.
     Trace {
-        /// The server's MCP endpoint.
+        /// The server's MCP endpoint (an http URL, or stdio:<command>).
         url: String,
         /// The run's id.
         run_id: String,
@@ -239,7 +241,7 @@ enum ClientCommand {
 
 #[derive(Args)]
 struct ProgramArgs {
-    /// The server's MCP endpoint.
+    /// The server's MCP endpoint (an http URL, or stdio:<command>).
     url: String,
     /// The Language.
     language: String,
@@ -758,7 +760,7 @@ async fn conformance(args: ConformanceArgs) -> Result<ExitCode> {
     let schema: Value = serde_json::from_str(&std::fs::read_to_string(&schema_path)?)?;
     let mut binding = Binding::from_file(&args.binding).map_err(anyhow::Error::msg)?;
     binding.language = args.language.clone();
-    let connection = pilotage_platform::client::Connection::http(&args.endpoint, args.token.as_deref()).await?;
+    let connection = pilotage_platform::client::Connection::open(&args.endpoint, args.token.as_deref()).await?;
     let runner = Runner::new(&connection, &binding, &schema, None).await.map_err(anyhow::Error::msg)?;
     let results = runner.run_all(&vectors).await;
     if args.json {
@@ -784,7 +786,7 @@ fn print_json(value: &impl serde::Serialize) -> Result<()> {
 }
 
 async fn connect(url: &str, token: Option<&str>) -> Result<pilotage_platform::client::PilotageClient> {
-    let connection = pilotage_platform::client::Connection::http(url, token).await?;
+    let connection = pilotage_platform::client::Connection::open(url, token).await?;
     Ok(pilotage_platform::client::PilotageClient::discover(connection).await?)
 }
 

@@ -1,8 +1,9 @@
 //! The reference Pilotage Client (Part II §7, §12.2; Part III §10.2): the
 //! standard loop for one Run, with the Host risk gate in code.
 //!
-//! - [`Connection`]: an MCP connection (rmcp over Streamable HTTP) that
-//!   declares the extension and sorts every reply into its channel;
+//! - [`Connection`]: an MCP connection (rmcp over Streamable HTTP, or
+//!   over stdio to a child process) that declares the extension and sorts
+//!   every reply into its channel;
 //! - [`PilotageClient`]: discovery, guides (cached by server, Language and
 //!   version), lookup, validate, execute, trace fetch, and [`PilotageClient::run`],
 //!   the loop for one Run with drift recovery;
@@ -96,6 +97,23 @@ pub struct Handler {
     list_changes: Arc<AtomicU64>,
 }
 
+impl Handler {
+    /// A handler that declares the Pilotage extension, and its counter of
+    /// tool-list changes.
+    fn pilotage() -> (Handler, Arc<AtomicU64>) {
+        let mut capabilities = ClientCapabilities::default();
+        let mut extensions = ExtensionCapabilities::new();
+        extensions.insert(EXTENSION_ID.to_owned(), JsonObject::new());
+        capabilities.extensions = Some(extensions);
+        let list_changes = Arc::new(AtomicU64::new(0));
+        let handler = Handler {
+            config: ClientConfig::new(capabilities, Implementation::new("pilotage-client", env!("CARGO_PKG_VERSION"))),
+            list_changes: list_changes.clone(),
+        };
+        (handler, list_changes)
+    }
+}
+
 impl ClientHandler for Handler {
     fn get_info(&self) -> ClientConfig {
         self.config.clone()
@@ -111,7 +129,13 @@ pub struct Connection {
     service: RunningService<RoleClient, Handler>,
     endpoint: String,
     list_changes: Arc<AtomicU64>,
+    /// The server process of a stdio connection; killed when dropped.
+    child: Option<tokio::process::Child>,
 }
+
+/// The prefix of an endpoint that names a command to run and speak MCP
+/// with over its stdin and stdout, e.g. `stdio:pilotage serve --stdio --demo`.
+pub const STDIO_PREFIX: &str = "stdio:";
 
 impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -133,17 +157,50 @@ impl Connection {
             config = config.auth_header(token.to_owned());
         }
         let transport = StreamableHttpClientTransport::from_config(config);
-        let mut capabilities = ClientCapabilities::default();
-        let mut extensions = ExtensionCapabilities::new();
-        extensions.insert(EXTENSION_ID.to_owned(), JsonObject::new());
-        capabilities.extensions = Some(extensions);
-        let list_changes = Arc::new(AtomicU64::new(0));
-        let handler = Handler {
-            config: ClientConfig::new(capabilities, Implementation::new("pilotage-client", env!("CARGO_PKG_VERSION"))),
-            list_changes: list_changes.clone(),
-        };
+        let (handler, list_changes) = Handler::pilotage();
         let service = handler.serve(transport).await.map_err(|e| ClientError::Transport(e.to_string()))?;
-        Ok(Connection { service, endpoint: url.to_owned(), list_changes })
+        Ok(Connection { service, endpoint: url.to_owned(), list_changes, child: None })
+    }
+
+    /// Starts `program` with `args` and speaks MCP over its stdin and
+    /// stdout (the stdio transport); its stderr passes through. The
+    /// process is killed when the connection is dropped.
+    ///
+    /// # Errors
+    /// [`ClientError::Transport`] when the program cannot be started or the
+    /// handshake fails.
+    pub async fn stdio(program: &str, args: &[String]) -> Result<Connection, ClientError> {
+        let mut child = tokio::process::Command::new(program)
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| ClientError::Transport(format!("cannot start {program}: {e}")))?;
+        let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+            return Err(ClientError::Transport(format!("{program} has no stdio pipes")));
+        };
+        let (handler, list_changes) = Handler::pilotage();
+        let service = handler.serve((stdout, stdin)).await.map_err(|e| ClientError::Transport(e.to_string()))?;
+        let endpoint = format!("{STDIO_PREFIX}{program} {}", args.join(" "));
+        Ok(Connection { service, endpoint, list_changes, child: Some(child) })
+    }
+
+    /// Connects to `endpoint`: an `http(s)://` URL, or `stdio:` followed by
+    /// a command line split on whitespace (see [`STDIO_PREFIX`]). `token`
+    /// applies to HTTP only.
+    ///
+    /// # Errors
+    /// As [`Connection::http`] and [`Connection::stdio`];
+    /// [`ClientError::Usage`] for an empty command.
+    pub async fn open(endpoint: &str, token: Option<&str>) -> Result<Connection, ClientError> {
+        let Some(command) = endpoint.strip_prefix(STDIO_PREFIX) else {
+            return Connection::http(endpoint, token).await;
+        };
+        let mut words = command.split_whitespace().map(str::to_owned);
+        let program = words.next().ok_or_else(|| ClientError::Usage("stdio: needs a command".into()))?;
+        Connection::stdio(&program, &words.collect::<Vec<_>>()).await
     }
 
     /// The endpoint this connection talks to (the server part of the guide
@@ -213,9 +270,16 @@ impl Connection {
         Ok(Reply::Result(structured))
     }
 
-    /// Ends the session.
+    /// Ends the session; a stdio server is given a moment to exit on its
+    /// own (closing its stdin ends it) before it is killed.
     pub async fn close(self) {
         let _ = self.service.cancel().await;
+        if let Some(mut child) = self.child {
+            let exited = tokio::time::timeout(std::time::Duration::from_secs(5), child.wait()).await;
+            if exited.is_err() {
+                let _ = child.kill().await;
+            }
+        }
     }
 }
 

@@ -11,5 +11,6 @@ mod main_job;
 mod mcp_server;
 mod protocol_schema;
 mod sql_language;
+mod stdio;
 mod tenancy;
 mod workflow_language;

@@ -57,7 +57,15 @@ fn matches(entry: &CatalogEntry, query: &ListQuery<'_>, words: &[String]) -> boo
     let haystack =
         format!("{} {} {} {}", entry.id, entry.name, entry.description.as_deref().unwrap_or(""), entry.tags.join(" "))
             .to_lowercase();
-    words.iter().all(|word| haystack.contains(word.as_str()))
+    // Every query word must begin a word of the entry: whole
+    // whitespace-separated words (`cap_read`) or their alphanumeric parts
+    // (`profile` in `cap_read_user_profile`), so "c" does not match "doc1".
+    let tokens: Vec<&str> = haystack
+        .split_whitespace()
+        .chain(haystack.split(|c: char| !c.is_alphanumeric()))
+        .filter(|token| !token.is_empty())
+        .collect();
+    words.iter().all(|word| tokens.iter().any(|token| token.starts_with(word.as_str())))
 }
 
 /// One page of visible entries in id order.
@@ -133,6 +141,10 @@ mod tests {
         let found = list(&snapshot, &ListQuery { q: Some("NAME of C"), ..Default::default() }).unwrap();
         assert_eq!(found.items.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(), ["c"]);
         assert!(found.next_cursor.is_none());
+        let partial = list(&snapshot, &ListQuery { q: Some("profil"), ..Default::default() }).unwrap();
+        assert_eq!(partial.items.len(), 4, "a word's beginning matches");
+        let inside = list(&snapshot, &ListQuery { q: Some("rofile"), ..Default::default() }).unwrap();
+        assert!(inside.items.is_empty(), "the middle of a word does not");
     }
 
     #[test]

@@ -45,6 +45,11 @@ pub struct Settings {
     /// Where the demo capability service listens; default: a free
     /// loopback port.
     pub demo_world_listen: Option<SocketAddr>,
+    /// The PostgreSQL server where the demo creates its sales database for
+    /// `sql/postgres-15` (a role that may create schemas and roles).
+    /// Default `postgres://postgres@127.0.0.1:5432/test`; `off` leaves the
+    /// demo tenant without the SQL Language.
+    pub demo_postgres: String,
     /// The tenant of the development principal every request acts as until
     /// authentication is configured. Default `demo`.
     pub dev_tenant: String,
@@ -74,6 +79,7 @@ impl Default for Settings {
             request_timeout_ms: 60_000,
             session_idle_secs: 1800,
             demo_world_listen: None,
+            demo_postgres: crate::datasource::demo::DEFAULT_ADMIN_URL.to_owned(),
             dev_tenant: "demo".to_owned(),
             dev_subject: "dev".to_owned(),
             bounds: Bounds::default(),

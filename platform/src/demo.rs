@@ -8,7 +8,10 @@
 //! close-match hint, corrected, executed, its trace fetched again by
 //! `run_id`); a branching workflow whose trace shows the decision; a stale
 //! `catalog_version` refused with `catalog_drift` and recovered; a
-//! destructive plan stopped at the Host gate.
+//! destructive plan stopped at the Host gate; and the Part I story on
+//! PostgreSQL (`sql/postgres-15` over the demo sales database: a wrong
+//! column caught with its hint, the read-only plan, `rows_matched` in the
+//! trace), or a clear note when PostgreSQL cannot be reached.
 
 use std::io::Write;
 
@@ -307,9 +310,123 @@ async fn scenarios(server: &Server, out: &mut dyn Write) -> Result<DemoReport, D
         "it ran",
     )?;
 
+    // 9. SQL.
+    sql_story(server, &mut client, &mut n, &options).await?;
+
     let passed = n.report.passed.len();
     let failed = n.report.failed.len();
     n.say(&format!("\n{passed} checks passed, {failed} failed."))?;
     client.close().await;
     Ok(n.report)
+}
+
+/// The Part I story: "monthly revenue per customer", with a wrong column.
+const REVENUE_QUERY: &str = "SELECT c.name, date_trunc('month', o.ordered_at) AS month, sum(o.total) AS revenue
+FROM customers c
+JOIN orders o ON o.customer_id = c.id
+WHERE o.status <> 'cancelled'
+GROUP BY c.name, month
+ORDER BY month, revenue DESC
+LIMIT 500";
+
+async fn sql_story(
+    server: &Server,
+    client: &mut PilotageClient,
+    n: &mut Narrator<'_>,
+    options: &RunOptions,
+) -> Result<(), DemoError> {
+    const SQL: &str = crate::datasource::introspection::LANGUAGE;
+    n.say("\n9. SQL (Part I): monthly revenue per customer, on the demo sales database in PostgreSQL.")?;
+    match &server.demo_sql {
+        None => {
+            n.say("   The demo's SQL part is off (demo_postgres = \"off\"); skipped.")?;
+            return Ok(());
+        }
+        Some(Err(why)) => {
+            n.say(&format!("   PostgreSQL could not be used, so the SQL story is skipped: {why}"))?;
+            n.say("   (Start PostgreSQL, or point --demo-postgres at one, and run the demo again.)")?;
+            return Ok(());
+        }
+        Some(Ok(target)) => n.say(&format!("   The demo tenant reads {target} as a read-only role."))?,
+    }
+    client.refresh_if_changed().await?;
+    let page = client.catalog_list(SQL, None, None).await?;
+    for entry in &page.items {
+        n.say(&format!("   {} [{}] {}", entry.id, entry.risk, entry.description.clone().unwrap_or_default()))?;
+    }
+    n.check(
+        "the catalog lists the sales tables, read-only for this role",
+        page.items.len() >= 3 && page.items.iter().all(|e| e.risk == "safe"),
+        page.items.len(),
+    )?;
+
+    n.say("   The agent writes the query from memory, with a wrong column (o.total):")?;
+    for line in REVENUE_QUERY.lines() {
+        n.say(&format!("     {line}"))?;
+    }
+    let first = client.validate(SQL, &json!(REVENUE_QUERY), None).await?;
+    let finding = first.diagnostics.iter().find(|d| d.code == "unknown_column");
+    if let Some(finding) = finding {
+        n.say(&format!(
+            "   {} at {}: {} ({})",
+            finding.code,
+            serde_json::to_string(&finding.path).unwrap_or_default(),
+            finding.message,
+            finding.hint.clone().unwrap_or_default()
+        ))?;
+    }
+    n.check(
+        "the wrong column is unknown_column with the close match total_amount",
+        !first.valid && finding.is_some_and(|d| d.hint.as_deref() == Some("close match: total_amount")),
+        serde_json::to_string(&first.diagnostics).unwrap_or_default(),
+    )?;
+    let fixed = REVENUE_QUERY.replace("sum(o.total)", "sum(o.total_amount)");
+    n.say("   The agent applies the hint: sum(o.total_amount).")?;
+    let second = client.validate(SQL, &json!(fixed), None).await?;
+    let plan = second.plan.clone();
+    if let Some(plan) = &plan {
+        let steps: Vec<String> = plan
+            .steps
+            .iter()
+            .map(|s| format!("{}{}", s.id, s.calls.as_ref().map(|c| format!(" → {c}")).unwrap_or_default()))
+            .collect();
+        n.say(&format!(
+            "   Plan: {}; max_risk {} (readOnly={}).",
+            steps.join(", "),
+            plan.max_risk,
+            plan.max_risk_hints.read_only
+        ))?;
+    }
+    n.check(
+        "the fixed query is valid and its plan is read-only (safe)",
+        second.valid && plan.as_ref().is_some_and(|p| p.max_risk == "safe" && p.max_risk_hints.read_only),
+        serde_json::to_string(&second.diagnostics).unwrap_or_default(),
+    )?;
+
+    let report = client.run(SQL, json!(fixed), None, options, &Refuse).await?;
+    let statement = report
+        .execution
+        .as_ref()
+        .and_then(|e| e.trace.as_ref())
+        .and_then(|t| t.steps.iter().find(|s| s.id == "stmt-1"))
+        .and_then(|s| s.output.clone());
+    let rows_matched = statement.as_ref().and_then(|s| s["rows_matched"].as_u64());
+    let first_row = report.execution.as_ref().and_then(|e| e.output.as_ref()).and_then(|o| o.get(0).cloned());
+    n.say(&format!(
+        "   Executed in a READ ONLY transaction: rows_matched {}, first row {}",
+        rows_matched.map(|r| r.to_string()).unwrap_or_else(|| "?".into()),
+        first_row.unwrap_or(Value::Null)
+    ))?;
+    n.check(
+        "the Run succeeded and its trace shows rows_matched",
+        report.execution.as_ref().is_some_and(|e| e.outcome.ok) && rows_matched.is_some_and(|r| r > 0),
+        report.execution.as_ref().map(|e| e.outcome.status.clone()).unwrap_or_default(),
+    )?;
+    let smuggled = client.validate(SQL, &json!("SELECT 1; DROP TABLE orders"), None).await?;
+    n.check(
+        "a smuggled second statement is refused before anything reaches the database",
+        !smuggled.valid,
+        "it validated",
+    )?;
+    Ok(())
 }

@@ -283,6 +283,10 @@ struct ServeArgs {
     /// service (the default; --demo=false to disable).
     #[arg(long, env = "PILOTAGE_DEMO", num_args = 0..=1, default_missing_value = "true")]
     demo: Option<bool>,
+    /// Where the demo creates its sales database for sql/postgres-15
+    /// (postgres://…), or "off".
+    #[arg(long, env = "PILOTAGE_DEMO_POSTGRES")]
+    demo_postgres: Option<String>,
     /// The externally visible base URL.
     #[arg(long, env = "PILOTAGE_PUBLIC_URL")]
     public_url: Option<String>,
@@ -353,6 +357,9 @@ impl ServeArgs {
         }
         if let Some(demo) = self.demo {
             settings.demo = demo;
+        }
+        if let Some(url) = &self.demo_postgres {
+            settings.demo_postgres = url.clone();
         }
         if let Some(url) = &self.public_url {
             settings.public_url = Some(url.clone());

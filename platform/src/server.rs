@@ -59,6 +59,11 @@ pub struct Server {
     pub platform: Platform,
     /// The demo capability service, when started.
     pub demo_world: Option<(SocketAddr, DemoWorld)>,
+    /// The demo's SQL set-up: `Some(Ok(target))` when the demo tenant has
+    /// `sql/postgres-15` on the sales database at `target`,
+    /// `Some(Err(why))` when PostgreSQL could not be used, `None` when the
+    /// demo or its SQL part is off.
+    pub demo_sql: Option<Result<String, String>>,
     shutdown: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -86,6 +91,72 @@ impl Server {
     pub async fn wait(self) {
         for task in self.tasks {
             let _ = task.await;
+        }
+    }
+}
+
+/// The demo tenant's SQL: the sales database created (idempotently) on
+/// `admin_url`, the bundled `sql/postgres-15` unless an uploaded version
+/// serves, and the data source `sales` reading it as a read-only role.
+/// Returns the database's `host:port/database`.
+async fn demo_sql(
+    platform: &Platform,
+    tenant: &std::sync::Arc<crate::service::Tenant>,
+    admin_url: &str,
+) -> Result<String, String> {
+    use crate::datasource::attached::{AttachedSource, DataSourceSpec};
+    // A refused connection says so at once; the pool would only report a
+    // timeout after its connect bound.
+    let options: sqlx::postgres::PgConnectOptions =
+        admin_url.parse().map_err(|e| format!("demo_postgres '{admin_url}' does not parse: {e}"))?;
+    let address = format!("{}:{}", options.get_host(), options.get_port());
+    if !options.get_host().starts_with('/') {
+        let probe =
+            tokio::time::timeout(std::time::Duration::from_secs(3), tokio::net::TcpStream::connect(&address)).await;
+        match probe {
+            Ok(Ok(_)) => {}
+            Ok(Err(error)) => return Err(format!("PostgreSQL is unreachable at {address}: {error}")),
+            Err(_) => return Err(format!("PostgreSQL is unreachable at {address}: no answer within 3 s")),
+        }
+    }
+    let config = crate::datasource::demo::ensure_demo_database(admin_url).await.map_err(|e| e.to_string())?;
+    if tenant.language(crate::datasource::introspection::LANGUAGE).is_none() {
+        let engine = platform.engine().clone();
+        let component = tokio::task::spawn_blocking(move || engine.load(crate::bundled::SQL))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+        tenant.install_language(crate::service::LanguageSlot::new(component, platform.retention().clone()));
+    }
+    if tenant.data_source("sales").is_none() {
+        let spec: DataSourceSpec =
+            serde_json::from_value(serde_json::json!({"schemas": config.schemas})).map_err(|e| e.to_string())?;
+        let attached =
+            AttachedSource::new("sales", spec, &config.url, platform.runtime().clone()).map_err(|e| e.to_string())?;
+        let attached = std::sync::Arc::new(attached);
+        tenant.attach_data_source(attached.clone());
+        attached.refresh(tenant).await.map_err(|e| e.to_string())?;
+    }
+    Ok(tenant.data_source("sales").map(|s| s.source.target().to_owned()).unwrap_or_default())
+}
+
+/// How often data sources are checked for a due catalog refresh.
+const REFRESH_CHECK_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Refreshes every data source whose `refresh_interval_s` has passed.
+async fn refresh_due_data_sources(platform: &Platform) {
+    for tenant in platform.tenants() {
+        for source in tenant.data_sources() {
+            if !source.refresh_due() {
+                continue;
+            }
+            match source.refresh(&tenant).await {
+                Ok(report) if report.added.is_empty() && report.modified.is_empty() && report.removed.is_empty() => {}
+                Ok(report) => tracing::info!(tenant = %tenant.id, source = %source.name, ?report, "catalog refreshed"),
+                Err(error) => {
+                    tracing::warn!(tenant = %tenant.id, source = %source.name, %error, "catalog refresh failed")
+                }
+            }
         }
     }
 }
@@ -194,6 +265,7 @@ pub async fn start(settings: Settings) -> Result<Server, StartError> {
     }
 
     let mut demo_world_addr = None;
+    let mut demo_sql_outcome = None;
     if settings.demo {
         let listener =
             tokio::net::TcpListener::bind(settings.demo_world_listen.unwrap_or(SocketAddr::from(([127, 0, 0, 1], 0))))
@@ -231,6 +303,13 @@ pub async fn start(settings: Settings) -> Result<Server, StartError> {
         entries.retain(|entry| !stored.contains(&entry.entry.id));
         tenant.put_entries(entries);
         demo_world_addr = Some((addr, world));
+        if settings.demo_postgres != "off" {
+            let outcome = demo_sql(&platform, &tenant, &settings.demo_postgres).await;
+            if let Err(why) = &outcome {
+                tracing::warn!(%why, "the demo tenant runs without sql/postgres-15");
+            }
+            demo_sql_outcome = Some(outcome);
+        }
     } else if platform.tenant(&settings.dev_tenant).is_none() {
         platform.add_tenant(&settings.dev_tenant);
     }
@@ -268,6 +347,18 @@ pub async fn start(settings: Settings) -> Result<Server, StartError> {
             }
         }
     }));
+    // Data sources' catalogs follow their databases.
+    let refresher = platform.clone();
+    let token = shutdown.clone();
+    tasks.push(tokio::spawn(async move {
+        let mut interval = tokio::time::interval(REFRESH_CHECK_EVERY);
+        loop {
+            tokio::select! {
+                _ = token.cancelled() => break,
+                _ = interval.tick() => refresh_due_data_sources(&refresher).await,
+            }
+        }
+    }));
     tracing::info!(%addr, "Pilotage Platform listening");
-    Ok(Server { addr, platform, demo_world: demo_world_addr, shutdown, tasks })
+    Ok(Server { addr, platform, demo_world: demo_world_addr, demo_sql: demo_sql_outcome, shutdown, tasks })
 }

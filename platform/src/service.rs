@@ -12,6 +12,7 @@ use rmcp::service::SubscriptionSink;
 use rmcp::{Peer, RoleServer};
 
 use crate::catalog::{CatalogSnapshot, StoredEntry, TenantCatalog};
+use crate::datasource::attached::AttachedSource;
 use crate::engine::{Component, Engine};
 use crate::language::description::{Exposure, LanguageDescription};
 use crate::language::validation::Validated;
@@ -112,6 +113,8 @@ pub struct Tenant {
     quotas: RwLock<Quotas>,
     running: std::sync::atomic::AtomicU32,
     bucket: Mutex<Bucket>,
+    /// Data sources by name.
+    data_sources: RwLock<BTreeMap<String, Arc<AttachedSource>>>,
 }
 
 /// Holds one of a tenant's concurrent-run slots until dropped.
@@ -141,7 +144,48 @@ impl Tenant {
                 tokens: f64::from(Quotas::default().requests_per_second),
                 last: std::time::Instant::now(),
             }),
+            data_sources: RwLock::new(BTreeMap::new()),
         }
+    }
+
+    /// Attaches a data source, replacing one of the same name; returns the
+    /// one replaced, whose catalog entries the caller removes or refreshes
+    /// over.
+    pub fn attach_data_source(&self, source: Arc<AttachedSource>) -> Option<Arc<AttachedSource>> {
+        self.data_sources.write().unwrap_or_else(|p| p.into_inner()).insert(source.name.clone(), source)
+    }
+
+    /// Detaches a data source and removes its catalog entries.
+    pub fn detach_data_source(&self, name: &str) -> Option<Arc<AttachedSource>> {
+        let removed = self.data_sources.write().unwrap_or_else(|p| p.into_inner()).remove(name)?;
+        crate::datasource::attached::detach(self, &removed);
+        Some(removed)
+    }
+
+    /// Every data source, by name.
+    pub fn data_sources(&self) -> Vec<Arc<AttachedSource>> {
+        self.data_sources.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect()
+    }
+
+    /// One data source by name.
+    pub fn data_source(&self, name: &str) -> Option<Arc<AttachedSource>> {
+        self.data_sources.read().unwrap_or_else(|p| p.into_inner()).get(name).cloned()
+    }
+
+    /// Where `language`'s statements run, if it has a data source.
+    pub fn data_source_for(&self, language: &str) -> Option<Arc<dyn crate::language::execution::DataSource>> {
+        self.data_sources
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .find(|attached| attached.spec.language == language)
+            .map(|attached| attached.source.clone() as Arc<dyn crate::language::execution::DataSource>)
+    }
+
+    /// Whether catalog entry `id` belongs to a data source (and so is not
+    /// the operator's to replace or delete).
+    pub fn entry_from_data_source(&self, id: &str) -> bool {
+        self.data_sources.read().unwrap_or_else(|p| p.into_inner()).values().any(|source| source.owns(id))
     }
 
     /// Whether the tenant is disabled (its agents are refused).

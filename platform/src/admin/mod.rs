@@ -1,8 +1,8 @@
 //! The operator and language-author API at `/admin/v1` (JSON; OpenAPI at
 //! `/admin/v1/openapi.json`): tenants, Language uploads (compiled,
 //! described and linted; refused with the findings when the lint finds an
-//! error), catalog entries and bulk apply, secrets, runs, and the audit
-//! log.
+//! error), catalog entries and bulk apply, data sources, secrets, runs,
+//! and the audit log.
 //!
 //! Credentials: the operator token (`--admin-token`), or a bearer token
 //! (a JWT in `jwt` mode, a development token in `dev` mode) holding
@@ -11,6 +11,7 @@
 //! change is audited (who, what, when), and writes are idempotent where
 //! they can be.
 
+pub mod data_sources;
 pub mod openapi;
 
 use std::sync::Arc;
@@ -100,6 +101,12 @@ impl ApiError {
         let mut error = ApiError::new(StatusCode::BAD_REQUEST, "invalid_field", message);
         error.body["error"]["field"] = json!(field);
         error
+    }
+
+    /// The same error, naming `field`.
+    fn at(mut self, field: &str) -> ApiError {
+        self.body["error"]["field"] = json!(field);
+        self
     }
 
     fn unauthorized(message: &str) -> ApiError {
@@ -524,6 +531,19 @@ fn check_entry(input: &EntryInput, field: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// Refuses to change an entry a data source owns (409): it comes from the
+/// database and the next refresh would undo the change.
+fn owned_by_operator(tenant: &crate::service::Tenant, id: &str) -> Result<(), ApiError> {
+    if tenant.entry_from_data_source(id) {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "owned_by_data_source",
+            format!("'{id}' comes from a data source; change the database or the data source instead"),
+        ));
+    }
+    Ok(())
+}
+
 async fn persist(state: &AdminState, tenant: &str, stored: &[StoredEntry]) -> Result<(), ApiError> {
     let rows: Vec<(String, String)> =
         stored.iter().map(|s| (s.entry.id.clone(), serde_json::to_string(s).unwrap_or_default())).collect();
@@ -554,6 +574,7 @@ async fn catalog_put(
         return Err(ApiError::field("id", format!("the body's id '{}' is not the path's '{id}'", input.entry.id)));
     }
     check_entry(&input, "entry")?;
+    owned_by_operator(&live, &id)?;
     let stored = StoredEntry::new(input.entry, input.visibility, input.binding);
     persist(&state, &tenant, std::slice::from_ref(&stored)).await?;
     let report = live.with_catalog(|catalog| catalog.apply(vec![stored.clone()], &[]));
@@ -614,6 +635,7 @@ async fn catalog_delete(
     let admin = authorize(&state, &headers).await?;
     admin.may(&tenant)?;
     let live = live_tenant(&state, &tenant).await?;
+    owned_by_operator(&live, &id)?;
     state.platform.store().catalog_delete(&tenant, std::slice::from_ref(&id)).await?;
     let report = live.with_catalog(|catalog| catalog.apply(Vec::new(), std::slice::from_ref(&id)));
     if report.removed.is_empty() {
@@ -651,9 +673,18 @@ async fn catalog_apply(
                 format!("'{}' appears twice", input.entry.id),
             ));
         }
+        owned_by_operator(&live, &input.entry.id).map_err(|error| error.at(&format!("entries[{index}].id")))?;
         stored.push(StoredEntry::new(input.entry, input.visibility, input.binding));
     }
-    let report: ApplyReport = live.with_catalog(|catalog| catalog.replace_all(stored.clone()));
+    // Entries of data sources are theirs: a bulk apply leaves them alone.
+    let report: ApplyReport = live.with_catalog(|catalog| {
+        let remove: Vec<String> = catalog
+            .all()
+            .map(|s| s.entry.id.clone())
+            .filter(|id| !seen.contains(id) && !live.entry_from_data_source(id))
+            .collect();
+        catalog.apply(stored.clone(), &remove)
+    });
     persist(&state, &tenant, &stored).await?;
     state.platform.store().catalog_delete(&tenant, &report.removed).await?;
     audit(&state, &admin, "catalog.apply", &tenant, json!(report)).await;
@@ -799,6 +830,12 @@ pub fn router(state: AdminState) -> Router {
         .route("/tenants/{tenant}/catalog/entries", get(catalog_list))
         .route("/tenants/{tenant}/catalog/entries/{id}", put(catalog_put).get(catalog_get).delete(catalog_delete))
         .route("/tenants/{tenant}/catalog/apply", post(catalog_apply))
+        .route("/tenants/{tenant}/data-sources", get(data_sources::list))
+        .route(
+            "/tenants/{tenant}/data-sources/{name}",
+            put(data_sources::put).get(data_sources::get).delete(data_sources::delete),
+        )
+        .route("/tenants/{tenant}/data-sources/{name}/refresh", post(data_sources::refresh))
         .route("/tenants/{tenant}/secrets", get(secrets_list))
         .route("/tenants/{tenant}/secrets/{name}", put(secrets_put).delete(secrets_delete))
         .route("/tenants/{tenant}/runs", get(runs_list))
@@ -837,6 +874,9 @@ pub async fn load_tenants(platform: &Platform) -> Result<usize, String> {
             stored.push(StoredEntry::new(entry.entry, entry.visibility, entry.binding));
         }
         tenant.put_entries(stored);
+        for source in platform.store().data_sources_of_tenant(&row.id).await.map_err(|e| e.to_string())? {
+            data_sources::restore(platform, &tenant, &source).await?;
+        }
         let promoted = platform.store().promoted_of_tenant(&row.id).await.map_err(|e| e.to_string())?;
         crate::operations::promote::restore(&tenant, promoted)?;
     }

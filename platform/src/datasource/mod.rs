@@ -11,6 +11,8 @@
 //!   ([`introspection`]);
 //! - [`values`]: PostgreSQL binary values to JSON and JSON parameters to
 //!   binary values;
+//! - [`attached`]: a data source registered by a tenant for one of its
+//!   Languages, and the catalog entries its introspection owns;
 //! - [`demo`]: the demo sales database.
 //!
 //! Invariant: a data source runs only what the host hands it, and the host
@@ -28,6 +30,7 @@
 //! assert!(entries.iter().all(|e| e.kind == "table" || e.kind == "view"));
 //! ```
 
+pub mod attached;
 pub mod demo;
 pub mod introspection;
 pub mod postgres;

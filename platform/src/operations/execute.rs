@@ -479,6 +479,7 @@ async fn run(
         snapshot.clone(),
     );
     let component = slot.component.clone();
+    let data_source = context.tenant.data_source_for(&slot.entry.name);
     let task_run_id = run_id.to_owned();
     let execution = tokio::task::spawn_blocking(move || {
         execution::execute(
@@ -490,7 +491,7 @@ async fn run(
                 plan: validated.plan.as_ref(),
                 references: &validated.references,
                 statements: &validated.statements,
-                data_source: None,
+                data_source: data_source.clone(),
                 catalog: snapshot,
                 invoker: Arc::new(invoker),
                 test_run: false,

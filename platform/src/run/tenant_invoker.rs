@@ -139,7 +139,7 @@ impl TenantInvoker {
                 plan: validated.plan.as_ref(),
                 references: &validated.references,
                 statements: &validated.statements,
-                data_source: None,
+                data_source: self.tenant.data_source_for(&program.language),
                 catalog: snapshot.clone(),
                 invoker: Arc::new(self.nested(snapshot)),
                 test_run: false,

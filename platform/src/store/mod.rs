@@ -4,7 +4,9 @@
 //! Tables (`migrations/sqlite`, `migrations/postgres`): `runs` (run
 //! records at the recorded trace level), `idempotency_keys` (claimed
 //! atomically by conditional insert), `promoted_programs` (immutable
-//! bodies and their baselines). Every row carries its tenant. Times are
+//! bodies and their baselines), `tenants`, `languages`, `catalog_entries`,
+//! `secrets`, `data_sources` (URLs sealed), `audit_log`. Every row carries
+//! its tenant. Times are
 //! milliseconds since the Unix epoch.
 
 use std::borrow::Cow;
@@ -126,6 +128,7 @@ fn migrator(backend: Backend) -> Migrator {
                 "tenants languages catalog secrets audit",
                 include_str!("../../../migrations/sqlite/0002_tenants_languages_catalog_secrets_audit.sql"),
             ),
+            migration(3, "data sources", include_str!("../../../migrations/sqlite/0003_data_sources.sql")),
         ],
         Backend::Postgres => vec![
             migration(
@@ -138,6 +141,7 @@ fn migrator(backend: Backend) -> Migrator {
                 "tenants languages catalog secrets audit",
                 include_str!("../../../migrations/postgres/0002_tenants_languages_catalog_secrets_audit.sql"),
             ),
+            migration(3, "data sources", include_str!("../../../migrations/postgres/0003_data_sources.sql")),
         ],
     };
     Migrator { migrations: Cow::Owned(migrations), ..Migrator::DEFAULT }
@@ -508,6 +512,24 @@ pub struct LanguageRow {
     pub created_at: i64,
 }
 
+/// One stored data source.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DataSourceRow {
+    /// The tenant.
+    pub tenant: String,
+    /// The tenant's name for it.
+    pub name: String,
+    /// Its [`DataSourceSpec`](crate::datasource::attached::DataSourceSpec)
+    /// as JSON, without the URL.
+    pub spec: String,
+    /// The nonce of the sealed URL.
+    pub nonce: Vec<u8>,
+    /// The URL, sealed by the platform's secret box.
+    pub sealed_url: Vec<u8>,
+    /// Last change, ms since the Unix epoch.
+    pub updated_at: i64,
+}
+
 /// One audit record.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct AuditRow {
@@ -592,6 +614,7 @@ impl Store {
             "DELETE FROM languages WHERE tenant = $1",
             "DELETE FROM catalog_entries WHERE tenant = $1",
             "DELETE FROM secrets WHERE tenant = $1",
+            "DELETE FROM data_sources WHERE tenant = $1",
             "DELETE FROM tenants WHERE id = $1",
         ] {
             sqlx::query(statement).bind(tenant).execute(&mut *transaction).await?;
@@ -801,6 +824,67 @@ impl Store {
             > 0)
     }
 
+    /// Stores a data source: its spec (JSON, without the URL) and its
+    /// sealed URL.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the write fails.
+    pub async fn data_source_put(&self, row: &DataSourceRow) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO data_sources (tenant, name, spec, nonce, sealed_url, updated_at) VALUES ($1, $2, $3, $4, $5, $6) \
+             ON CONFLICT (tenant, name) DO UPDATE SET spec = excluded.spec, nonce = excluded.nonce, \
+             sealed_url = excluded.sealed_url, updated_at = excluded.updated_at",
+        )
+        .bind(&row.tenant)
+        .bind(&row.name)
+        .bind(&row.spec)
+        .bind(row.nonce.clone())
+        .bind(row.sealed_url.clone())
+        .bind(row.updated_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// A tenant's data sources, by name.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the read fails.
+    pub async fn data_sources_of_tenant(&self, tenant: &str) -> Result<Vec<DataSourceRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT tenant, name, spec, nonce, sealed_url, updated_at FROM data_sources WHERE tenant = $1 ORDER BY name",
+        )
+        .bind(tenant)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(DataSourceRow {
+                    tenant: row.try_get("tenant")?,
+                    name: row.try_get("name")?,
+                    spec: row.try_get("spec")?,
+                    nonce: row.try_get("nonce")?,
+                    sealed_url: row.try_get("sealed_url")?,
+                    updated_at: row.try_get("updated_at")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Deletes a data source.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the write fails.
+    pub async fn data_source_delete(&self, tenant: &str, name: &str) -> Result<bool, StoreError> {
+        Ok(sqlx::query("DELETE FROM data_sources WHERE tenant = $1 AND name = $2")
+            .bind(tenant)
+            .bind(name)
+            .execute(&self.pool)
+            .await?
+            .rows_affected()
+            > 0)
+    }
+
     /// Appends an audit record.
     ///
     /// # Errors
@@ -892,4 +976,32 @@ fn run_from_row(row: &AnyRow) -> Result<RunRow, StoreError> {
         created_at: row.try_get("created_at")?,
         expires_at: row.try_get::<Option<i64>, _>("expires_at")?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every migration file is embedded, in order, for both backends: a
+    /// file added to `migrations/` but not to [`migrator`] would leave its
+    /// tables missing on every existing database.
+    #[test]
+    fn every_migration_file_is_embedded() {
+        for (backend, folder) in [(Backend::Sqlite, "sqlite"), (Backend::Postgres, "postgres")] {
+            let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../migrations").join(folder);
+            let mut files: Vec<String> = std::fs::read_dir(&dir)
+                .expect("the migrations folder")
+                .map(|entry| entry.expect("an entry").file_name().to_string_lossy().into_owned())
+                .filter(|name| name.ends_with(".sql"))
+                .collect();
+            files.sort();
+            let embedded = migrator(backend);
+            assert_eq!(embedded.migrations.len(), files.len(), "{folder}: {files:?}");
+            for (migration, file) in embedded.migrations.iter().zip(&files) {
+                let text = std::fs::read_to_string(dir.join(file)).unwrap();
+                assert_eq!(migration.sql.as_ref(), text, "{folder}/{file} is not embedded at its place");
+                assert!(file.starts_with(&format!("{:04}_", migration.version)), "{file}");
+            }
+        }
+    }
 }

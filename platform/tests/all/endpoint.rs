@@ -50,7 +50,8 @@ pub async fn postgres_schema() -> String {
 }
 
 /// Settings for a test server: loopback on a free port, a fresh data
-/// folder, the demo tenant.
+/// folder, the demo tenant without its SQL part (tests that need it set
+/// `demo_postgres`).
 pub async fn settings(backend: Backend) -> Settings {
     let data_dir = std::env::temp_dir().join(unique("pilotage-test"));
     let database_url = match backend {
@@ -61,6 +62,7 @@ pub async fn settings(backend: Backend) -> Settings {
         Settings { listen: "127.0.0.1:0".parse().unwrap(), data_dir, database_url, ..Settings::default() };
     settings.bounds = crate::support::test_bounds();
     settings.request_timeout_ms = settings.bounds.execution.wall_time_ms + 10_000;
+    settings.demo_postgres = "off".to_owned();
     settings
 }
 

@@ -1,0 +1,180 @@
+//! `/admin/v1/tenants/{tenant}/data-sources`: a tenant's databases.
+//!
+//! - `GET …/data-sources`: every data source (never the URL);
+//! - `PUT …/data-sources/{name}`: register or replace one
+//!   ([`DataSourceSpec`] with `url`). The database must answer: the
+//!   catalog is introspected before the change is kept, so a typo in the
+//!   URL is a 422 now, not an empty catalog later;
+//! - `GET …/data-sources/{name}`: one, with its last refresh;
+//! - `DELETE …/data-sources/{name}`: detach it and drop its catalog entries;
+//! - `POST …/data-sources/{name}/refresh`: introspect now; the answer is
+//!   the catalog change (added, modified, removed entry ids).
+//!
+//! The URL is sealed with the platform's secret key (like secrets) under
+//! the name `data-source:{name}`.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
+use serde_json::json;
+
+use super::{AdminState, ApiError, ApiResult, audit, authorize, live_tenant, parse_json};
+use crate::datasource::DataSourceError;
+use crate::datasource::attached::{AttachedSource, DataSourceSpec};
+use crate::operations::now_ms;
+use crate::service::{Platform, Tenant};
+use crate::store::DataSourceRow;
+
+/// The name the URL is sealed under.
+fn sealed_name(name: &str) -> String {
+    format!("data-source:{name}")
+}
+
+fn check_name(name: &str) -> Result<(), ApiError> {
+    let valid =
+        !name.is_empty() && name.len() <= 63 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if valid { Ok(()) } else { Err(ApiError::field("name", "1 to 63 of letters, digits, '_' and '-'")) }
+}
+
+fn refused(error: &DataSourceError) -> ApiError {
+    let code = match error {
+        DataSourceError::Config(_) => "bad_data_source",
+        DataSourceError::Unreachable { .. } => "unreachable",
+        DataSourceError::Database(_) => "database_error",
+    };
+    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, code, error.to_string())
+}
+
+fn known(tenant: &Tenant, name: &str) -> Result<Arc<AttachedSource>, ApiError> {
+    tenant.data_source(name).ok_or_else(|| ApiError::not_found(format!("no data source '{name}'")))
+}
+
+/// Attaches a stored data source at start-up and introspects it; a
+/// database that does not answer leaves the source attached with an empty
+/// catalog and the failure in its status (the periodic refresh retries).
+///
+/// # Errors
+/// A message when the row cannot be read (a spec that does not parse, a
+/// URL that cannot be unsealed with this platform's key).
+pub async fn restore(platform: &Platform, tenant: &Arc<Tenant>, row: &DataSourceRow) -> Result<(), String> {
+    let spec: DataSourceSpec =
+        serde_json::from_str(&row.spec).map_err(|e| format!("data source {}/{}: {e}", row.tenant, row.name))?;
+    let url = platform
+        .secrets()
+        .open(&row.tenant, &sealed_name(&row.name), &row.nonce, &row.sealed_url)
+        .map_err(|e| format!("data source {}/{}: {e}", row.tenant, row.name))?;
+    let attached = AttachedSource::new(&row.name, spec, &url, platform.runtime().clone())
+        .map_err(|e| format!("data source {}/{}: {e}", row.tenant, row.name))?;
+    let attached = Arc::new(attached);
+    tenant.attach_data_source(attached.clone());
+    if let Err(error) = attached.refresh(tenant).await {
+        tracing::warn!(tenant = %row.tenant, source = %row.name, %error, "a data source did not answer at start-up");
+    }
+    Ok(())
+}
+
+pub(super) async fn list(State(state): State<AdminState>, headers: HeaderMap, Path(tenant): Path<String>) -> ApiResult {
+    let admin = authorize(&state, &headers).await?;
+    admin.may(&tenant)?;
+    let live = live_tenant(&state, &tenant).await?;
+    let sources: Vec<_> = live.data_sources().iter().map(|source| source.describe()).collect();
+    Ok(Json(json!({"data_sources": sources})).into_response())
+}
+
+pub(super) async fn get(
+    State(state): State<AdminState>,
+    headers: HeaderMap,
+    Path((tenant, name)): Path<(String, String)>,
+) -> ApiResult {
+    let admin = authorize(&state, &headers).await?;
+    admin.may(&tenant)?;
+    let live = live_tenant(&state, &tenant).await?;
+    Ok(Json(known(&live, &name)?.describe()).into_response())
+}
+
+pub(super) async fn put(
+    State(state): State<AdminState>,
+    headers: HeaderMap,
+    Path((tenant, name)): Path<(String, String)>,
+    body: Bytes,
+) -> ApiResult {
+    let admin = authorize(&state, &headers).await?;
+    admin.may(&tenant)?;
+    let live = live_tenant(&state, &tenant).await?;
+    check_name(&name)?;
+    let spec: DataSourceSpec = parse_json(&body)?;
+    spec.check().map_err(|(field, message)| ApiError::field(field, message))?;
+    let url = spec.url.clone().filter(|url| !url.is_empty()).ok_or_else(|| {
+        ApiError::field("url", "the connection URL is required (postgres://user:password@host:port/database)")
+    })?;
+    if let Some(other) = live.data_sources().iter().find(|s| s.spec.language == spec.language && s.name != name) {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "language_taken",
+            format!("data source '{}' already serves {}; one per Language", other.name, spec.language),
+        ));
+    }
+    let attached = AttachedSource::new(&name, spec.clone(), &url, state.platform.runtime().clone())
+        .map_err(|error| refused(&error))?;
+    attached.source.check().await.map_err(|error| refused(&error))?;
+    let attached = Arc::new(attached);
+    let replaced = live.attach_data_source(attached.clone());
+    let mut report = attached.refresh(&live).await.map_err(|error| refused(&error))?;
+    if let Some(old) = replaced {
+        // What the old source had and the new one does not see any more.
+        let stale: Vec<String> = old.owned().into_iter().filter(|id| !attached.owns(id)).collect();
+        let removed = live.with_catalog(|catalog| catalog.apply(Vec::new(), &stale));
+        report.removed.extend(removed.removed);
+    }
+    let (nonce, sealed_url) = state.platform.secrets().seal(&tenant, &sealed_name(&name), &url);
+    let row = DataSourceRow {
+        tenant: tenant.clone(),
+        name: name.clone(),
+        spec: serde_json::to_string(&attached.spec).map_err(ApiError::internal)?,
+        nonce,
+        sealed_url,
+        updated_at: now_ms(),
+    };
+    state.platform.store().data_source_put(&row).await?;
+    audit(&state, &admin, "data_source.put", &format!("{tenant}/{name}"), json!({"target": attached.source.target()}))
+        .await;
+    let mut answer = attached.describe();
+    answer["catalog"] = json!(report);
+    Ok((StatusCode::OK, Json(answer)).into_response())
+}
+
+pub(super) async fn delete(
+    State(state): State<AdminState>,
+    headers: HeaderMap,
+    Path((tenant, name)): Path<(String, String)>,
+) -> ApiResult {
+    let admin = authorize(&state, &headers).await?;
+    admin.may(&tenant)?;
+    let live = live_tenant(&state, &tenant).await?;
+    known(&live, &name)?;
+    state.platform.store().data_source_delete(&tenant, &name).await?;
+    if let Some(source) = live.detach_data_source(&name) {
+        source.source.pool().close().await;
+    }
+    audit(&state, &admin, "data_source.delete", &format!("{tenant}/{name}"), json!({})).await;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+pub(super) async fn refresh(
+    State(state): State<AdminState>,
+    headers: HeaderMap,
+    Path((tenant, name)): Path<(String, String)>,
+) -> ApiResult {
+    let admin = authorize(&state, &headers).await?;
+    admin.may(&tenant)?;
+    let live = live_tenant(&state, &tenant).await?;
+    let source = known(&live, &name)?;
+    let report = source.refresh(&live).await.map_err(|error| refused(&error))?;
+    let mut answer = source.describe();
+    answer["catalog"] = json!(report);
+    Ok(Json(answer).into_response())
+}

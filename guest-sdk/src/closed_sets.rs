@@ -222,7 +222,7 @@ pub fn render(id: &str, info: &LanguageInfo, prose: &Prose<'_>) -> Guide {
         line(
             &mut body,
             &format!(
-                "At `summary`, steps carry `id`, `outcome`, `t_ms`, decisions and `output`, never `input`. An output whose compact JSON text is at most {SUMMARY_OUTPUT_MAX_BYTES} bytes is kept whole; a longer one is replaced by `{{\"truncated\": true, \"bytes\": N, \"preview\": \"<first {SUMMARY_PREVIEW_CHARS} characters of the JSON text>…\"}}`, where N is the byte length of the full JSON text."
+                "At `summary`, steps carry `id`, `outcome`, `t_ms`, decisions and `output`, never `input`. An output whose compact JSON text is at most {SUMMARY_OUTPUT_MAX_BYTES} bytes is kept whole; a longer one is replaced by `{{\"truncated\": true, \"bytes\": N, \"preview\": \"<first {SUMMARY_PREVIEW_CHARS} characters of the JSON text>…\"}}`, where N is the byte length of the full JSON text. When the output is an object, the marker also carries `scalars`: its top-level members whose values are numbers, booleans or null (counts and flags stay readable as fields)."
             ),
         );
         line(&mut body, "");

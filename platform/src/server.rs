@@ -318,6 +318,13 @@ pub async fn start(settings: Settings) -> Result<Server, StartError> {
         .await
         .map_err(|e| StartError::Io(format!("cannot listen on {}: {e}", settings.listen)))?;
     let addr = listener.local_addr().map_err(|e| StartError::Io(e.to_string()))?;
+    // Without a public URL, this resource is where it really listens (a
+    // port of 0 is chosen only now): tokens' `aud` and the resource
+    // metadata name that address.
+    let mut settings = settings;
+    if settings.public_url.is_none() {
+        settings.public_url = Some(format!("http://{addr}"));
+    }
     let auth = authenticator(&settings, &platform)?;
     let admin =
         crate::admin::AdminState { platform: platform.clone(), auth, operator_token: settings.admin_token.clone() };

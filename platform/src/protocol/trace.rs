@@ -118,13 +118,28 @@ pub const SUMMARY_PREVIEW_CHARS: usize = 120;
 /// [`SUMMARY_OUTPUT_MAX_BYTES`] bytes, otherwise the object
 /// `{"truncated": true, "bytes": N, "preview": "<first 120 characters of
 /// the JSON text>…"}` where `N` is the byte length of the full JSON text.
+/// When the output is an object, the marker also carries `scalars`: its
+/// top-level members whose values are numbers, booleans or null, so counts
+/// and flags (such as a statement's `rows_matched`) stay fields at
+/// `summary`.
 pub fn summarize_output(output: &serde_json::Value) -> serde_json::Value {
     let text = output.to_string();
     if text.len() <= SUMMARY_OUTPUT_MAX_BYTES {
         return output.clone();
     }
     let preview: String = text.chars().take(SUMMARY_PREVIEW_CHARS).collect();
-    serde_json::json!({ "truncated": true, "bytes": text.len(), "preview": format!("{preview}…") })
+    let mut marker = serde_json::json!({ "truncated": true, "bytes": text.len(), "preview": format!("{preview}…") });
+    if let Some(members) = output.as_object() {
+        let scalars: serde_json::Map<String, serde_json::Value> = members
+            .iter()
+            .filter(|(_, value)| value.is_number() || value.is_boolean() || value.is_null())
+            .map(|(name, value)| (name.clone(), value.clone()))
+            .collect();
+        if !scalars.is_empty() {
+            marker["scalars"] = serde_json::Value::Object(scalars);
+        }
+    }
+    marker
 }
 
 /// Derives a trace at `level` from a full one (Part II §5.8.1): at
@@ -212,6 +227,18 @@ mod tests {
         assert_eq!(output["truncated"], true);
         assert_eq!(output["bytes"], 402);
         assert!(summary.steps[1].decisions.len() == 1);
+    }
+
+    #[test]
+    fn a_long_object_keeps_its_scalar_members_at_summary() {
+        let long = serde_json::json!({"rows_matched": 240, "truncated": false, "note": null,
+                                      "rows": vec!["row"; 100], "label": "a string is not kept"});
+        let marker = summarize_output(&long);
+        assert_eq!(marker["truncated"], true);
+        assert_eq!(marker["scalars"], serde_json::json!({"rows_matched": 240, "truncated": false, "note": null}));
+        // A long array or string has no scalars member.
+        assert!(summarize_output(&serde_json::json!(vec![1; 200])).get("scalars").is_none());
+        assert!(summarize_output(&serde_json::json!("y".repeat(400))).get("scalars").is_none());
     }
 
     #[test]

@@ -10,6 +10,7 @@ mod interop;
 mod main_job;
 mod mcp_server;
 mod protocol_schema;
+mod sql_endpoint;
 mod sql_language;
 mod stdio;
 mod tenancy;

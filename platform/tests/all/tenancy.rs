@@ -20,7 +20,7 @@ use crate::endpoint::{Backend, server, settings};
 
 const ISSUER: &str = "https://issuer.test";
 const PUBLIC_URL: &str = "http://pilotage.test";
-const ADMIN_TOKEN: &str = "operator-token-for-tests-0123456789";
+pub(crate) const ADMIN_TOKEN: &str = "operator-token-for-tests-0123456789";
 
 /// A signing key and its public JWK.
 struct Key {
@@ -222,7 +222,7 @@ async fn bad_tokens_are_refused_with_401_and_good_ones_accepted() {
 }
 
 /// An admin API call with the operator token.
-async fn admin(server: &Server, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+pub(crate) async fn admin(server: &Server, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
     pilotage_platform::install_crypto_provider();
     let mut request = reqwest::Client::new()
         .request(method, format!("http://{}/admin/v1{path}", server.addr))
@@ -301,7 +301,7 @@ impl World {
     }
 }
 
-fn result(reply: Reply) -> Value {
+pub(crate) fn result(reply: Reply) -> Value {
     match reply {
         Reply::Result(value) => value,
         Reply::RequestError(error) => serde_json::to_value(error).unwrap(),

@@ -59,6 +59,8 @@ enum Command {
     Tenant(AdminArgs<TenantCommand>),
     /// Manage a tenant's catalog through the admin API.
     Catalog(AdminArgs<CatalogCommand>),
+    /// Manage a tenant's data sources through the admin API.
+    Datasource(AdminArgs<DatasourceCommand>),
 }
 
 #[derive(Subcommand)]
@@ -154,6 +156,50 @@ enum CatalogCommand {
     Ls {
         /// The tenant.
         tenant: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum DatasourceCommand {
+    /// Register (or replace) a PostgreSQL data source for a Language; the
+    /// database is introspected into the tenant's catalog.
+    Add {
+        /// The tenant.
+        tenant: String,
+        /// The data source's name.
+        name: String,
+        /// postgres://user:password@host:port/database (sealed at rest).
+        #[arg(long, env = "PILOTAGE_DATASOURCE_URL")]
+        url: String,
+        /// A schema to expose (repeatable; at least one).
+        #[arg(long = "schema", required = true)]
+        schemas: Vec<String>,
+        /// The Language.
+        #[arg(long, default_value = "sql/postgres-15")]
+        language: String,
+        /// SCOPE=schema[.relation]: only callers holding SCOPE see it
+        /// (repeatable).
+        #[arg(long = "visible-to")]
+        visibility: Vec<String>,
+    },
+    /// List a tenant's data sources.
+    Ls {
+        /// The tenant.
+        tenant: String,
+    },
+    /// Introspect a data source now and print the catalog change.
+    Refresh {
+        /// The tenant.
+        tenant: String,
+        /// The data source's name.
+        name: String,
+    },
+    /// Detach a data source and remove its catalog entries.
+    Rm {
+        /// The tenant.
+        tenant: String,
+        /// The data source's name.
+        name: String,
     },
 }
 
@@ -489,6 +535,7 @@ fn main() -> ExitCode {
         }
         Command::Tenant(args) => runtime().and_then(|rt| rt.block_on(tenant_command(args))),
         Command::Catalog(args) => runtime().and_then(|rt| rt.block_on(catalog_command(args))),
+        Command::Datasource(args) => runtime().and_then(|rt| rt.block_on(datasource_command(args))),
         Command::Client(args) => runtime().and_then(|rt| rt.block_on(client(args))),
         Command::Conformance(args) => runtime().and_then(|rt| rt.block_on(conformance(args))),
     };
@@ -691,6 +738,40 @@ async fn tenant_command(args: AdminArgs<TenantCommand>) -> Result<ExitCode> {
         }
         TenantCommand::Publish { id, component } => {
             return publish(&args.server, args.admin_token.as_deref(), &id, &component).await;
+        }
+    };
+    if !value.is_null() {
+        print_json(&value)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn datasource_command(args: AdminArgs<DatasourceCommand>) -> Result<ExitCode> {
+    let client = AdminClient::new(&args.server, args.admin_token.as_deref());
+    let value = match args.command {
+        DatasourceCommand::Add { tenant, name, url, schemas, language, visibility } => {
+            let mut rules = serde_json::Map::new();
+            for rule in visibility {
+                let Some((scope, relation)) = rule.split_once('=') else {
+                    bail!("--visible-to {rule}: use SCOPE=schema or SCOPE=schema.relation");
+                };
+                let scopes = rules.entry(relation.to_owned()).or_insert_with(|| Value::Array(Vec::new()));
+                if let Value::Array(scopes) = scopes {
+                    scopes.push(Value::String(scope.to_owned()));
+                }
+            }
+            let body = serde_json::json!({"url": url, "schemas": schemas, "language": language, "visibility": rules});
+            client.json(reqwest::Method::PUT, &format!("/tenants/{tenant}/data-sources/{name}"), &body).await?
+        }
+        DatasourceCommand::Ls { tenant } => {
+            client.send(reqwest::Method::GET, &format!("/tenants/{tenant}/data-sources"), None, "").await?
+        }
+        DatasourceCommand::Refresh { tenant, name } => {
+            let path = format!("/tenants/{tenant}/data-sources/{name}/refresh");
+            client.send(reqwest::Method::POST, &path, None, "").await?
+        }
+        DatasourceCommand::Rm { tenant, name } => {
+            client.send(reqwest::Method::DELETE, &format!("/tenants/{tenant}/data-sources/{name}"), None, "").await?
         }
     };
     if !value.is_null() {

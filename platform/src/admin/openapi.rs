@@ -41,7 +41,7 @@ pub fn document() -> Value {
         "info": {
             "title": "Pilotage Platform admin API",
             "version": "1",
-            "description": "Tenants, Language components, catalog entries, secrets, runs and the audit log. Authenticate with the operator token or a bearer token holding pilotage:admin (every tenant) or pilotage:tenant-admin (its own tenant). Errors are {\"error\": {\"code\", \"message\", \"field\"?, \"findings\"?}}."
+            "description": "Tenants, Language components, catalog entries, data sources, secrets, runs and the audit log. Authenticate with the operator token or a bearer token holding pilotage:admin (every tenant) or pilotage:tenant-admin (its own tenant). Errors are {\"error\": {\"code\", \"message\", \"field\"?, \"findings\"?}}."
         },
         "servers": [{"url": "/admin/v1"}],
         "components": {
@@ -68,6 +68,20 @@ pub fn document() -> Value {
                         "headers": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Values may reference secrets as {secret:NAME}."}}}}},
                 "Apply": {"type": "object", "required": ["entries"], "properties": {"entries": {"type": "array", "items": {"$ref": "#/components/schemas/Entry"}}}},
                 "Secret": {"type": "object", "required": ["value"], "properties": {"value": {"type": "string"}}},
+                "DataSource": {"type": "object", "required": ["url", "schemas"], "additionalProperties": false, "properties": {
+                    "language": {"type": "string", "default": "sql/postgres-15", "description": "One data source per Language per tenant."},
+                    "url": {"type": "string", "description": "postgres://user:password@host:port/database; sealed at rest, never returned."},
+                    "schemas": {"type": "array", "minItems": 1, "items": {"type": "string", "pattern": "^[A-Za-z0-9_]{1,63}$"}},
+                    "relations": {"type": "array", "items": {"type": "string"}, "description": "Only these schema.relation are visible."},
+                    "visibility": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}},
+                        "description": "Scopes needed to see a relation, keyed by schema.relation or schema (the more specific wins)."},
+                    "bounds": {"type": "object", "additionalProperties": false, "properties": {
+                        "max_connections": {"type": "integer", "minimum": 1, "maximum": 64, "default": 4},
+                        "connect_timeout_ms": {"type": "integer", "minimum": 1, "default": 5000},
+                        "statement_timeout_ms": {"type": "integer", "minimum": 1, "default": 5000},
+                        "max_rows": {"type": "integer", "minimum": 0, "default": 1000},
+                        "max_bytes": {"type": "integer", "minimum": 0, "default": 262144}}},
+                    "refresh_interval_s": {"type": "integer", "minimum": 5, "default": 300}}},
                 "Activate": {"type": "object", "required": ["sha256"], "properties": {"sha256": {"type": "string"}}}
             }
         },
@@ -104,6 +118,17 @@ pub fn document() -> Value {
             "/tenants/{tenant}/catalog/apply": {
                 "post": op("Make the catalog exactly these entries (idempotent); reports added, modified and removed", &with(&[("200", "the report")]), json_body("Apply"), &["tenant"])
             },
+            "/tenants/{tenant}/data-sources": {
+                "get": op("List data sources (never their URLs), with each one's last catalog refresh", &with(&[("200", "the data sources")]), None, &["tenant"])
+            },
+            "/tenants/{tenant}/data-sources/{name}": {
+                "put": op("Register or replace a data source; the database must answer and is introspected before the change is kept", &with(&[("200", "attached, with the catalog change"), ("409", "another data source serves this Language"), ("422", "the database cannot be used")]), json_body("DataSource"), &["tenant", "name"]),
+                "get": op("Get a data source", &with(&[("200", "the data source"), ("404", "no such data source")]), None, &["tenant", "name"]),
+                "delete": op("Detach a data source and remove its catalog entries", &with(&[("204", "deleted"), ("404", "no such data source")]), None, &["tenant", "name"])
+            },
+            "/tenants/{tenant}/data-sources/{name}/refresh": {
+                "post": op("Introspect now; reports the catalog change", &with(&[("200", "the catalog change"), ("422", "the database cannot be used")]), None, &["tenant", "name"])
+            },
             "/tenants/{tenant}/secrets": {
                 "get": op("List secret names (values are never returned)", &with(&[("200", "the names")]), None, &["tenant"])
             },
@@ -134,6 +159,8 @@ mod tests {
             "/tenants/{tenant}/languages",
             "/tenants/{tenant}/catalog/apply",
             "/tenants/{tenant}/secrets/{name}",
+            "/tenants/{tenant}/data-sources/{name}",
+            "/tenants/{tenant}/data-sources/{name}/refresh",
             "/audit",
         ] {
             assert!(document["paths"].get(path).is_some(), "{path} is undocumented");

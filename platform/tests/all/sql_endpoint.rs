@@ -438,3 +438,44 @@ async fn the_admin_api_keeps_data_source_credentials_sealed() {
     ann.close().await;
     restarted.server.stop().await;
 }
+
+/// `pilotage datasource add|ls|refresh|rm` drive the same admin API.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_datasource_commands_drive_the_admin_api() {
+    let world = world(Backend::Sqlite).await;
+    let base = format!("http://{}", world.server.addr);
+    let schema = world.schema.clone();
+    let pilotage = move |args: Vec<String>| {
+        let base = base.clone();
+        tokio::task::spawn_blocking(move || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_pilotage"))
+                .args(&args)
+                .args(["--server", &base, "--admin-token", ADMIN_TOKEN])
+                .output()
+                .expect("the pilotage binary runs")
+        })
+    };
+    let words = |text: &str| text.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
+    let (status, _) = admin(&world.server, reqwest::Method::POST, "/tenants", Some(json!({"id": "globex"}))).await;
+    assert_eq!(status, 201);
+    let added = pilotage(words(&format!(
+        "datasource add globex books --url {} --schema {schema} --language sql/books --visible-to hr={schema}.secret_salaries",
+        secret_url()
+    )))
+    .await
+    .unwrap();
+    assert!(added.status.success(), "{}", String::from_utf8_lossy(&added.stderr));
+    let added: Value = serde_json::from_slice(&added.stdout).unwrap();
+    assert_eq!(added["spec"]["visibility"][format!("{schema}.secret_salaries")], json!(["hr"]));
+    assert!(!added.to_string().contains("s3cret-pw-4242"));
+    let listed = pilotage(words("datasource ls globex")).await.unwrap();
+    assert!(String::from_utf8_lossy(&listed.stdout).contains("\"books\""));
+    let refreshed = pilotage(words("datasource refresh globex books")).await.unwrap();
+    assert!(refreshed.status.success());
+    let removed = pilotage(words("datasource rm globex books")).await.unwrap();
+    assert!(removed.status.success(), "{}", String::from_utf8_lossy(&removed.stderr));
+    let missing = pilotage(words("datasource refresh globex books")).await.unwrap();
+    assert!(!missing.status.success(), "refreshing a removed data source must fail");
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("404"), "{}", String::from_utf8_lossy(&missing.stderr));
+    world.server.stop().await;
+}

@@ -18,6 +18,19 @@ use pilotage_platform::protocol::requests::ExecuteResponse;
 use pilotage_platform::protocol::trace::TraceLevel;
 use serde_json::Value;
 
+/// `println!` that ends the process quietly when stdout is closed (`| head`)
+/// instead of panicking.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        if let Err(error) = writeln!(std::io::stdout().lock(), $($arg)*) {
+            if error.kind() == std::io::ErrorKind::BrokenPipe {
+                std::process::exit(0);
+            }
+        }
+    }};
+}
+
 #[derive(Parser)]
 #[command(
     name = "pilotage",
@@ -639,7 +652,7 @@ fn token_mint(
 ) -> Result<ExitCode> {
     let audience = format!("{}/mcp", public_url.trim_end_matches('/'));
     let tokens = pilotage_platform::auth::dev::DevTokens::load(data_dir, audience).map_err(anyhow::Error::msg)?;
-    println!("{}", tokens.mint(tenant, subject, scopes, ttl).map_err(anyhow::Error::msg)?);
+    say!("{}", tokens.mint(tenant, subject, scopes, ttl).map_err(anyhow::Error::msg)?);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -800,7 +813,7 @@ async fn catalog_command(args: AdminArgs<CatalogCommand>) -> Result<ExitCode> {
                 };
                 let page = client.send(reqwest::Method::GET, &path, None, "").await?;
                 for entry in page["entries"].as_array().cloned().unwrap_or_default() {
-                    println!(
+                    say!(
                         "{}\t{}\t{}\t{}",
                         entry["id"].as_str().unwrap_or(""),
                         entry["kind"].as_str().unwrap_or(""),
@@ -856,12 +869,12 @@ async fn conformance(args: ConformanceArgs) -> Result<ExitCode> {
     } else {
         for result in &results {
             match &result.verdict {
-                Verdict::Passed => println!("pass  {}", result.id),
-                Verdict::Skipped { reason } => println!("skip  {}: {reason}", result.id),
-                Verdict::Failed { failures } => println!("FAIL  {}: {}", result.id, failures.join("; ")),
+                Verdict::Passed => say!("pass  {}", result.id),
+                Verdict::Skipped { reason } => say!("skip  {}: {reason}", result.id),
+                Verdict::Failed { failures } => say!("FAIL  {}: {}", result.id, failures.join("; ")),
             }
         }
-        println!("{}", summary(&results));
+        say!("{}", summary(&results));
     }
     connection.close().await;
     let failed = results.iter().any(|r| matches!(r.verdict, Verdict::Failed { .. }));
@@ -869,7 +882,7 @@ async fn conformance(args: ConformanceArgs) -> Result<ExitCode> {
 }
 
 fn print_json(value: &impl serde::Serialize) -> Result<()> {
-    println!("{}", serde_json::to_string_pretty(value)?);
+    say!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
 }
 
@@ -891,7 +904,7 @@ async fn client(args: ClientArgs) -> Result<ExitCode> {
         ClientCommand::Tools { url } => {
             let client = connect(&url, token).await?;
             for tool in client.tools() {
-                println!("{}: {}", tool.name, tool.description.as_deref().unwrap_or(""));
+                say!("{}: {}", tool.name, tool.description.as_deref().unwrap_or(""));
             }
             print_json(client.manifest())?;
             client.close().await;
@@ -901,7 +914,7 @@ async fn client(args: ClientArgs) -> Result<ExitCode> {
             match id {
                 Some(id) => {
                     let guide = client.guide(&language, &id).await?;
-                    println!("{}", guide.body.unwrap_or_default());
+                    say!("{}", guide.body.unwrap_or_default());
                 }
                 None => print_json(&client.guide_index(&language).await?)?,
             }
@@ -913,12 +926,12 @@ async fn client(args: ClientArgs) -> Result<ExitCode> {
             loop {
                 let page = client.catalog_list(&language, query.as_deref(), cursor.as_deref()).await?;
                 for entry in &page.items {
-                    println!("{}\t{}\t{}\t{}", entry.id, entry.kind, entry.risk, entry.name);
+                    say!("{}\t{}\t{}\t{}", entry.id, entry.kind, entry.risk, entry.name);
                 }
                 match page.next_cursor {
                     Some(next) => cursor = Some(next),
                     None => {
-                        println!("catalog_version {}", page.catalog_version);
+                        say!("catalog_version {}", page.catalog_version);
                         break;
                     }
                 }
@@ -1016,9 +1029,9 @@ fn language_check(args: CheckArgs) -> Result<ExitCode> {
     let engine = Engine::new(Bounds::default(), None)?;
     let component = engine.load_file(&args.component)?;
     let description = component.description();
-    println!("Language {} ({})", description.name, description.title);
-    println!("  component sha256 {}", component.sha256());
-    println!(
+    say!("Language {} ({})", description.name, description.title);
+    say!("  component sha256 {}", component.sha256());
+    say!(
         "  programs: {:?}, argument '{}', locator {:?}, execution {:?}, trace ceiling {}",
         description.program_kind,
         description.program_argument,
@@ -1026,7 +1039,7 @@ fn language_check(args: CheckArgs) -> Result<ExitCode> {
         description.execution,
         description.trace_ceiling.as_str()
     );
-    println!(
+    say!(
         "  features: plan={} catalog={} execute={} test_run={} promotion={}",
         description.features.plan,
         description.features.catalog,
@@ -1034,29 +1047,32 @@ fn language_check(args: CheckArgs) -> Result<ExitCode> {
         description.features.test_run,
         description.features.promotion
     );
-    println!(
+    say!(
         "  {} diagnostic codes, {} run statuses, {} guides:",
         description.diagnostic_codes.len(),
         description.run_statuses.len(),
         description.guides.len()
     );
     for guide in &description.guides {
-        println!(
+        say!(
             "    {} ({:?}, {} bytes, topics {:?})",
-            guide.guide.id, guide.guide.level, guide.guide.size_bytes, guide.guide.topics
+            guide.guide.id,
+            guide.guide.level,
+            guide.guide.size_bytes,
+            guide.guide.topics
         );
     }
     let findings = lint(description);
     if findings.is_empty() {
-        println!("Lint: no findings.");
+        say!("Lint: no findings.");
     } else {
-        println!("Lint:");
+        say!("Lint:");
         for finding in &findings {
             let severity = match finding.severity {
                 LintSeverity::Error => "error",
                 LintSeverity::Warning => "warning",
             };
-            println!("  {severity} [{}] {}", finding.rule, finding.message);
+            say!("  {severity} [{}] {}", finding.rule, finding.message);
         }
     }
     let lint_failed = has_errors(&findings);
@@ -1084,18 +1100,18 @@ fn language_check(args: CheckArgs) -> Result<ExitCode> {
         .map_err(|failure| anyhow::anyhow!("bounds_exceeded: {failure}"))?;
         let validated = validation::validate(&component, &program, None, &catalog)
             .map_err(|failure| anyhow::anyhow!("{failure}"))?;
-        println!("ValidateResponse:");
-        println!("{}", serde_json::to_string_pretty(&validated.response)?);
+        say!("ValidateResponse:");
+        say!("{}", serde_json::to_string_pretty(&validated.response)?);
         if args.execute {
             if !validated.response.valid {
-                println!("Not executed: the program is invalid.");
+                say!("Not executed: the program is invalid.");
             } else {
                 let input = args.input.as_ref().map(read_json).transpose()?;
                 let findings =
                     validation::bind_input(&component, &program, input.as_ref()).map_err(|f| anyhow::anyhow!("{f}"))?;
                 if !findings.is_empty() {
-                    println!("Not executed: input_binding findings:");
-                    println!("{}", serde_json::to_string_pretty(&findings)?);
+                    say!("Not executed: input_binding findings:");
+                    say!("{}", serde_json::to_string_pretty(&findings)?);
                 } else {
                     let run_id = "run_check".to_owned();
                     let execution = execution::execute(
@@ -1126,8 +1142,8 @@ fn language_check(args: CheckArgs) -> Result<ExitCode> {
                         diagnostics: None,
                         trace,
                     };
-                    println!("ExecuteResponse:");
-                    println!("{}", serde_json::to_string_pretty(&response)?);
+                    say!("ExecuteResponse:");
+                    say!("{}", serde_json::to_string_pretty(&response)?);
                 }
             }
         }

@@ -115,14 +115,21 @@ pub struct Binding {
     /// Languages); absent when the grammar has no step ids.
     #[serde(default)]
     pub reserved_character: Option<Sample>,
-    /// A branching program and the decision it must record.
-    pub branching: Sample,
+    /// A branching program and the decision it must record; absent when
+    /// the grammar has no branches (PIL-TRACE-BRANCH-DECISION-G is then
+    /// listed in `unreachable`).
+    #[serde(default)]
+    pub branching: Option<Sample>,
     /// The expected decision.
-    pub branch: ExpectedDecision,
-    /// A program whose loop runs zero times, and the loop's step id.
-    pub zero_iteration_loop: Sample,
+    #[serde(default)]
+    pub branch: Option<ExpectedDecision>,
+    /// A program whose loop runs zero times; absent when the grammar has
+    /// no loops.
+    #[serde(default)]
+    pub zero_iteration_loop: Option<Sample>,
     /// The loop's step id.
-    pub loop_step: String,
+    #[serde(default)]
+    pub loop_step: Option<String>,
     /// A program whose second step fails deterministically.
     pub mid_run_failure: Sample,
     /// A program that fails cleanly with the reserved `error` status.
@@ -138,6 +145,13 @@ pub struct Binding {
     /// An entry that exists but the caller cannot see.
     #[serde(default)]
     pub invisible_entry: Option<String>,
+    /// A program naming a near miss of the invisible entry, whose
+    /// diagnostics must not name it (Part II §6.3 authorization scope,
+    /// §10.3). Without it, the runner derives one from `unknown_name` by
+    /// replacing its first quoted name, which only works for structured
+    /// programs.
+    #[serde(default)]
+    pub invisible_probe: Option<Sample>,
     /// A visible entry whose description the operator may change.
     #[serde(default)]
     pub changeable_entry: Option<String>,
@@ -147,6 +161,10 @@ pub struct Binding {
     /// The completeness gate's cases.
     #[serde(default)]
     pub closed_sets: ClosedSetCases,
+    /// Remarks for readers of the binding (why a sample was chosen, what
+    /// an operator must set up); the runner does not read them.
+    #[serde(default)]
+    pub notes: BTreeMap<String, String>,
 }
 
 impl Binding {

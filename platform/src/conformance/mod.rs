@@ -785,18 +785,21 @@ impl<'a> Runner<'a> {
                 self.expect_error(&mut check, &self.execute_tool()?, args, "idempotency_conflict").await?;
             }
             "PIL-TRACE-BRANCH-DECISION-G" => {
-                let mut args = self.sample_args(&b.branching)?;
+                let (Some(branching), Some(decision)) = (&b.branching, &b.branch) else {
+                    return Ok(skip("the binding gives no branching program"));
+                };
+                let mut args = self.sample_args(branching)?;
                 args["trace_level"] = json!("full");
                 let response = self.execute_ok(args, &mut check).await?;
                 let steps = response["trace"]["steps"].as_array().cloned().unwrap_or_default();
-                let branch = steps.iter().find(|s| s["id"] == b.branch.at.as_str());
+                let branch = steps.iter().find(|s| s["id"] == decision.at.as_str());
                 check.that(
                     branch.is_some_and(|s| {
-                        s["decisions"].as_array().is_some_and(|d| d.iter().any(|d| d["took"] == b.branch.took.as_str()))
+                        s["decisions"].as_array().is_some_and(|d| d.iter().any(|d| d["took"] == decision.took.as_str()))
                     }),
                     "the branch entry does not carry the expected decision",
                 );
-                let Reply::Result(validation) = self.validate(&b.branching.program, None).await? else {
+                let Reply::Result(validation) = self.validate(&branching.program, None).await? else {
                     return Err("validation failed".into());
                 };
                 let untaken: Vec<String> = validation["plan"]["steps"]
@@ -805,7 +808,7 @@ impl<'a> Runner<'a> {
                     .unwrap_or_default()
                     .iter()
                     .filter(|s| {
-                        s["arm"]["branch"] == b.branch.at.as_str() && s["arm"]["label"] != b.branch.took.as_str()
+                        s["arm"]["branch"] == decision.at.as_str() && s["arm"]["label"] != decision.took.as_str()
                     })
                     .filter_map(|s| s["id"].as_str().map(str::to_owned))
                     .collect();
@@ -819,11 +822,14 @@ impl<'a> Runner<'a> {
                 );
             }
             "PIL-TRACE-ZERO-ITERATION-LOOP-G" => {
-                let mut args = self.sample_args(&b.zero_iteration_loop)?;
+                let (Some(zero_iteration_loop), Some(loop_step)) = (&b.zero_iteration_loop, &b.loop_step) else {
+                    return Ok(skip("the binding gives no loop program"));
+                };
+                let mut args = self.sample_args(zero_iteration_loop)?;
                 args["trace_level"] = json!("full");
                 let response = self.execute_ok(args, &mut check).await?;
                 let steps = response["trace"]["steps"].as_array().cloned().unwrap_or_default();
-                let entries: Vec<&Value> = steps.iter().filter(|s| s["id"] == b.loop_step.as_str()).collect();
+                let entries: Vec<&Value> = steps.iter().filter(|s| s["id"] == loop_step.as_str()).collect();
                 check.that(
                     entries.len() == 1
                         && entries[0]["decisions"].as_array().is_some_and(|d| d.len() == 1 && d[0]["took"] == "exit"),
@@ -836,7 +842,39 @@ impl<'a> Runner<'a> {
                 args["trace_level"] = json!("full");
                 let response = self.execute_ok(args, &mut check).await?;
                 check.that(response["outcome"]["ok"] == false, "ok is not false");
-                check.that(response["trace"]["steps"].as_array().is_some_and(|s| !s.is_empty()), "no trace prefix");
+                let steps = response["trace"]["steps"].as_array().cloned().unwrap_or_default();
+                check.that(!steps.is_empty(), "no trace prefix");
+                // 'partial', or a documented status of a started Run: not
+                // one of the refusals, which mean nothing ran (Part II §5.7).
+                let status = response["outcome"]["status"].as_str().unwrap_or_default().to_owned();
+                let body = self.closed_sets_body().await?;
+                check.that(
+                    status == "partial"
+                        || (!["success", "validation_error", "catalog_drift", "promotion_drift"]
+                            .contains(&status.as_str())
+                            && body.contains(&format!("`{status}`"))),
+                    format!("status '{status}' is neither partial nor a documented status of a started Run"),
+                );
+                // Every entry maps to a planned step by base identifier
+                // (Part II §5.8.2); entries under a sub-program prefix are
+                // the callee's and are not in this plan.
+                if self.declared("plan")
+                    && let Reply::Result(validation) = self.validate(&b.mid_run_failure.program, None).await?
+                {
+                    let planned: BTreeSet<String> = validation["plan"]["steps"]
+                        .as_array()
+                        .cloned()
+                        .unwrap_or_default()
+                        .iter()
+                        .filter_map(|s| s["id"].as_str().map(str::to_owned))
+                        .collect();
+                    for id in steps.iter().filter_map(|s| s["id"].as_str()) {
+                        if !crate::protocol::trace_identity::is_prefixed(id) {
+                            let base = crate::protocol::trace_identity::base_id(id);
+                            check.that(planned.contains(base), format!("trace entry '{id}' is not a planned step"));
+                        }
+                    }
+                }
             }
             "PIL-EXECUTE-TRACE-NONE-G" => {
                 let mut args = self.sample_args(&b.valid)?;
@@ -955,13 +993,35 @@ impl<'a> Runner<'a> {
                 check.that(hidden == missing, "the invisible entry's result differs from a missing entry's");
                 let list = self.catalog(json!({"verb": "list", "limit": 200})).await?;
                 check.that(!list.to_string().contains(invisible.as_str()), "the listing names the invisible entry");
-                let near: String = invisible.chars().take(invisible.len().saturating_sub(1)).collect();
-                let mut probe = b.unknown_name.program.to_string();
-                probe = probe.replace(&first_quoted_name(&b.unknown_name.program).unwrap_or_default(), &near);
-                if let Ok(program) = serde_json::from_str::<Value>(&probe)
-                    && let Reply::Result(response) = self.validate(&program, None).await?
+                // A program naming a near miss of the entry: the binding's
+                // probe, else one derived from the unknown-name sample
+                // (structured programs only).
+                let probe = match &b.invisible_probe {
+                    Some(sample) => Some(sample.program.clone()),
+                    None => {
+                        let near: String = invisible.chars().take(invisible.len().saturating_sub(1)).collect();
+                        let derived = b
+                            .unknown_name
+                            .program
+                            .to_string()
+                            .replace(&first_quoted_name(&b.unknown_name.program).unwrap_or_default(), &near);
+                        serde_json::from_str::<Value>(&derived).ok()
+                    }
+                };
+                let Some(probe) = probe else {
+                    check.that(false, "no near-miss probe of the invisible entry could be built");
+                    return Ok(check.verdict());
+                };
+                let response = self.validate_ok(&probe, None, &mut check).await?;
+                check.that(response["valid"] == false, "the near-miss probe is valid, so no hint was exercised");
+                let text = response.to_string();
+                check.that(!text.contains(invisible.as_str()), "a diagnostic names the invisible entry");
+                // Text Languages name relations unqualified in hints
+                // (`schema.relation` → `relation`).
+                if let Some((_, bare)) = invisible.rsplit_once('.')
+                    && !probe.to_string().contains(bare)
                 {
-                    check.that(!response.to_string().contains(invisible.as_str()), "a hint names the invisible entry");
+                    check.that(!text.contains(bare), format!("a diagnostic names the invisible relation '{bare}'"));
                 }
             }
             "PIL-EXECUTE-ENGINE-ERROR-B" => {
@@ -1097,6 +1157,11 @@ impl<'a> Runner<'a> {
             ("run status", statuses, &sets.run_statuses),
             ("request-error kind", &kinds, &sets.request_errors),
         ] {
+            // A case for a value outside the declared set is a stale or
+            // misspelt binding, not evidence.
+            for listed in cases.keys().filter(|listed| !members.contains(listed)) {
+                gaps.push(format!("{set} '{listed}' has cases in the binding but is not in the declared set"));
+            }
             for member in members {
                 match cases.get(member) {
                     None => gaps.push(format!("{set} '{member}' has no good and bad case in the binding")),
@@ -1157,12 +1222,14 @@ impl<'a> Runner<'a> {
                 }
                 "fresh_key" => args["idempotency_key"] = json!(format!("gate-{}", rand::random::<u64>())),
                 "used_key" => {
+                    // The case's own request claims the key (a refused Run
+                    // would not: Part II §6.5.6), then the same key comes
+                    // back with another input, which the conflict check
+                    // sees before the input is bound (§6.5.2 step 1).
                     let key = format!("gate-{}", rand::random::<u64>());
-                    let mut first = args.clone();
-                    first["idempotency_key"] = json!(key);
-                    first["input"] = json!({"first": true});
-                    self.call(&tool, first).await?;
                     args["idempotency_key"] = json!(key);
+                    self.call(&tool, args.clone()).await?;
+                    args["input"] = json!({"different": rand::random::<u32>()});
                 }
                 other => return Err(format!("unknown setup '{other}'")),
             }

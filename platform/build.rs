@@ -22,6 +22,7 @@ fn main() {
     }
     println!("cargo:rerun-if-env-changed=PILOTAGE_GUEST_PROFILE");
 
+    ensure_target_installed();
     let target_dir = workspace.join("target").join("guests");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut command = Command::new(&cargo);
@@ -56,6 +57,28 @@ fn main() {
         copy(&built.join(file), &out_dir.join(file));
     }
     println!("cargo:rustc-env=PILOTAGE_GUEST_DIR={}", out_dir.display());
+}
+
+/// Installs the guest target through rustup when the active toolchain lacks
+/// it. `rust-toolchain.toml` lists the target, but rustup only honours that
+/// list when it installs a toolchain, not for one already present, so a fresh
+/// machine with a stable toolchain would otherwise fail here.
+fn ensure_target_installed() {
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let sysroot = Command::new(&rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .ok()
+        .filter(|output| output.status.success())
+        .map(|output| PathBuf::from(String::from_utf8_lossy(&output.stdout).trim()));
+    if let Some(sysroot) = sysroot
+        && sysroot.join("lib").join("rustlib").join(TARGET).is_dir()
+    {
+        return;
+    }
+    eprintln!("the {TARGET} target is missing; installing it with rustup");
+    // A failure here is reported by the guest build below, with the hint.
+    let _ = Command::new("rustup").args(["target", "add", TARGET]).status();
 }
 
 fn copy(from: &Path, to: &Path) {

@@ -6,8 +6,13 @@
 //! Python client runs the scenario twice: over the initialize handshake
 //! (MCP 2025-11-25) and over `server/discover` (MCP 2026-07-28).
 //!
-//! The SDKs are installed by `.ci/run`; when they are missing these tests
-//! fail and say how to install them (never a silent skip).
+//! The SDKs are installed on first use, into the checkout only: the
+//! TypeScript SDK with `npm ci` from `tests/interop/ts/package-lock.json`
+//! (again when the lock file is newer than the install), the Python SDK
+//! into a virtual environment at `target/interop-py` from
+//! `tests/interop/py/requirements.txt`. Node.js, npm and Python 3 must be
+//! on the machine; when an install fails the test fails and says why
+//! (never a silent skip).
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -27,37 +32,66 @@ fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the platform crate sits in the workspace").to_path_buf()
 }
 
-/// Fails with `install` in the message unless `program args` runs and
-/// exits 0.
-fn require(program: &str, args: &[&str], what: &str, install: &str) {
+/// Runs `program args` from the repository root, output shown (an
+/// install's progress and errors belong in the test's log).
+fn run(program: &str, args: &[&str]) -> Result<(), String> {
     let status = Command::new(program)
         .args(args)
         .current_dir(repository())
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-    match status {
-        Ok(status) if status.success() => {}
-        Ok(status) => panic!("{what} is not installed ({program} exited with {status}); run `.ci/run`, or: {install}"),
-        Err(error) => panic!("{what} is not available ({program}: {error}); run `.ci/run`, or: {install}"),
+        .status()
+        .map_err(|error| format!("{program} cannot be started: {error}"))?;
+    if status.success() { Ok(()) } else { Err(format!("{program} {} exited with {status}", args.join(" "))) }
+}
+
+/// The TypeScript SDK client's dependencies, installed with `npm ci` when
+/// missing or older than the lock file. Returns the program to run it.
+fn typescript_sdk() -> &'static str {
+    let folder = repository().join("tests/interop/ts");
+    let installed = folder.join("node_modules/.package-lock.json");
+    let modified = |path: &Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
+    let stale = match (modified(&installed), modified(&folder.join("package-lock.json"))) {
+        (Some(install), Some(lock)) => lock > install,
+        _ => true,
+    };
+    let sdk = folder.join("node_modules/@modelcontextprotocol/sdk/package.json");
+    if stale || !sdk.is_file() {
+        run("npm", &["ci", "--prefix", "tests/interop/ts", "--no-audit", "--no-fund"]).unwrap_or_else(|error| {
+            panic!("installing the TypeScript MCP SDK failed: {error} (needs Node.js and npm)")
+        });
     }
+    "node"
 }
 
-fn typescript_sdk_installed() {
-    let install = "npm ci --prefix tests/interop/ts";
-    require("node", &["--version"], "Node.js", install);
-    let sdk = repository().join("tests/interop/ts/node_modules/@modelcontextprotocol/sdk/package.json");
-    assert!(
-        sdk.is_file(),
-        "the TypeScript MCP SDK is not installed ({} is missing); run `.ci/run`, or: {install}",
-        sdk.display()
-    );
-}
-
-fn python_sdk_installed() {
-    let install = "python3 -m pip install -r tests/interop/py/requirements.txt";
-    require("python3", &["-c", "import mcp.client.streamable_http"], "the Python MCP SDK (`mcp`)", install);
+/// The Python of a virtual environment at `target/interop-py` holding the
+/// Python SDK, created and filled from `requirements.txt` when it lacks
+/// it.
+fn python_sdk() -> String {
+    let venv = repository().join("target/interop-py");
+    let python = venv.join("bin/python3");
+    let python_text = python.display().to_string();
+    let ready = || run(&python_text, &["-c", "import mcp.client.streamable_http"]).is_ok();
+    if !ready() {
+        let venv_text = venv.display().to_string();
+        run("python3", &["-m", "venv", &venv_text])
+            .and_then(|()| {
+                run(
+                    &python_text,
+                    &[
+                        "-m",
+                        "pip",
+                        "install",
+                        "--quiet",
+                        "--disable-pip-version-check",
+                        "-r",
+                        "tests/interop/py/requirements.txt",
+                    ],
+                )
+            })
+            .unwrap_or_else(|error| panic!("installing the Python MCP SDK failed: {error} (needs Python 3 with venv)"));
+        assert!(ready(), "the Python MCP SDK is not importable from {python_text} after installing it");
+    }
+    python_text
 }
 
 /// What a client script reported.
@@ -111,12 +145,16 @@ fn run_script(program: &str, script: &Path, url: &str) -> Report {
 /// Starts a server, runs the client script against it, and asserts that
 /// every check passed and the script's `runs` Runs really reached the demo
 /// capability service.
-async fn sdk_scenario(program: &'static str, script: &'static str, runs: u64) {
+async fn sdk_scenario(program: String, script: &'static str, runs: u64) {
     let server = server(settings(Backend::Sqlite).await).await;
     let url = server.mcp_url();
     let script = repository().join(script);
-    let report =
-        tokio::task::spawn_blocking(move || run_script(program, &script, &url)).await.expect("the script runs");
+    let report = {
+        let program = program.clone();
+        tokio::task::spawn_blocking(move || run_script(&program, &script, &url))
+    }
+    .await
+    .expect("the script runs");
     let line = report.stdout.lines().rev().find(|line| line.starts_with('{')).unwrap_or_default();
     let parsed: Value = serde_json::from_str(line).unwrap_or_else(|error| {
         panic!(
@@ -144,13 +182,13 @@ async fn sdk_scenario(program: &'static str, script: &'static str, runs: u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn typescript_sdk_client_accepts_every_result() {
-    typescript_sdk_installed();
-    sdk_scenario("node", "tests/interop/ts/client.mjs", 1).await;
+    let node = tokio::task::spawn_blocking(typescript_sdk).await.expect("the install runs");
+    sdk_scenario(node.to_owned(), "tests/interop/ts/client.mjs", 1).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_sdk_client_accepts_every_result() {
-    python_sdk_installed();
+    let python = tokio::task::spawn_blocking(python_sdk).await.expect("the install runs");
     // Once over the initialize handshake, once over server/discover.
-    sdk_scenario("python3", "tests/interop/py/client.py", 2).await;
+    sdk_scenario(python, "tests/interop/py/client.py", 2).await;
 }

@@ -19,6 +19,7 @@ use sqlparser::ast::{
     Select, SelectItem, SelectItemQualifiedWildcardKind, SetExpr, Spanned, Statement, TableAlias, TableFactor,
     TableObject, TableWithJoins, Update, UpdateTableFromKind, Value, WindowType,
 };
+use sqlparser::tokenizer::Span;
 
 use crate::codes;
 use crate::program::span_range;
@@ -98,6 +99,34 @@ pub struct Placeholder {
     pub range: Option<TextRange>,
 }
 
+/// What one relation name of a statement (a FROM or JOIN item, a
+/// subquery's FROM item, an INSERT/UPDATE/DELETE target, a USING item)
+/// resolved to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Resolution {
+    /// A visible catalog relation: its schema and relation names exactly as
+    /// the database spells them (the two parts of the entry id).
+    Relation {
+        /// The schema.
+        schema: String,
+        /// The table or view.
+        relation: String,
+    },
+    /// A CTE in scope, which is not a catalog relation.
+    Cte,
+}
+
+/// One relation name as the analyzer resolved it, found again by its
+/// position when the statement is qualified for execution
+/// ([`crate::qualify`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RelationName {
+    /// Where the whole name is written (the parser's span).
+    pub span: Span,
+    /// What it names.
+    pub resolution: Resolution,
+}
+
 /// What analysis learned about one statement.
 #[derive(Clone, Debug)]
 pub struct Analysis {
@@ -108,6 +137,9 @@ pub struct Analysis {
     pub references: Vec<(String, Access)>,
     /// Every placeholder, in order.
     pub placeholders: Vec<Placeholder>,
+    /// Every relation name resolved, each occurrence once, in resolution
+    /// order. Names that did not resolve are findings, not listed here.
+    pub names: Vec<RelationName>,
 }
 
 /// The visible relation ids, loaded once per validation.
@@ -183,6 +215,7 @@ pub struct Analyzer<'r, 'c> {
     frames: Vec<Frame>,
     references: Vec<(String, Access)>,
     placeholders: Vec<Placeholder>,
+    names: Vec<RelationName>,
     /// Query nesting depth (1 = the statement's own query).
     depth: usize,
     /// Whether the statement itself is a query (not INSERT … SELECT).
@@ -221,6 +254,7 @@ impl<'r, 'c> Analyzer<'r, 'c> {
             frames: Vec::new(),
             references: Vec::new(),
             placeholders: Vec::new(),
+            names: Vec::new(),
             depth: 0,
             top_level: false,
         }
@@ -250,7 +284,8 @@ impl<'r, 'c> Analyzer<'r, 'c> {
                 Class::Refused
             }
         };
-        let analysis = Analysis { class, references: self.references, placeholders: self.placeholders };
+        let analysis =
+            Analysis { class, references: self.references, placeholders: self.placeholders, names: self.names };
         (analysis, self.diagnostics)
     }
 
@@ -315,8 +350,9 @@ impl<'r, 'c> Analyzer<'r, 'c> {
         }
     }
 
-    /// Resolves a relation name to a visible catalog entry.
-    fn catalog_relation(&mut self, name: &ObjectName) -> Option<CatalogEntry> {
+    /// Resolves a relation name to a visible catalog entry, with the schema
+    /// and relation names it stands for.
+    fn catalog_relation(&mut self, name: &ObjectName) -> Option<(CatalogEntry, Resolution)> {
         let range = self.range_of(name);
         let Some(parts) = object_parts(name) else {
             self.unsupported(name, "a computed relation name");
@@ -334,11 +370,21 @@ impl<'r, 'c> Analyzer<'r, 'c> {
         match matches.as_slice() {
             [one] => {
                 let id = (*one).clone();
+                // The relation is the name as written (normalized): the id
+                // is `schema.relation`, and a relation name may itself hold
+                // a dot, so the schema is what precedes it.
+                let relation = wanted.last().cloned().unwrap_or_default();
+                let schema = id.strip_suffix(relation.as_str()).and_then(|rest| rest.strip_suffix('.'));
                 let entry = self.relations.catalog.get(&id);
-                if entry.is_none() {
-                    self.error(codes::UNKNOWN_TABLE, range, format!("relation '{id}' does not exist"), None);
+                match (entry, schema) {
+                    (Some(entry), Some(schema)) => {
+                        Some((entry, Resolution::Relation { schema: schema.to_owned(), relation }))
+                    }
+                    _ => {
+                        self.error(codes::UNKNOWN_TABLE, range, format!("relation '{id}' does not exist"), None);
+                        None
+                    }
                 }
-                entry
             }
             [] => {
                 let shown = wanted.join(".");
@@ -542,11 +588,15 @@ impl<'r, 'c> Analyzer<'r, 'c> {
         if let [single] = parts.as_slice()
             && let Some(columns) = self.cte(&normalize(single))
         {
+            self.names.push(RelationName { span: name.span(), resolution: Resolution::Cte });
             let source_name = alias.map(|a| normalize(&a.name)).unwrap_or_else(|| normalize(single));
             self.add_source(Source { name: source_name, qualified: None, columns: Self::aliased(columns, alias) });
             return None;
         }
-        let entry = self.catalog_relation(name);
+        let entry = self.catalog_relation(name).map(|(entry, resolution)| {
+            self.names.push(RelationName { span: name.span(), resolution });
+            entry
+        });
         let source = match &entry {
             Some(entry) => {
                 self.reference(&entry.id, access);

@@ -98,8 +98,10 @@ pub const OWN_CODES: [(&str, &str); 14] = [
     (MISSING_WHERE, "Warning. UPDATE or DELETE without WHERE changes every row of the table. The program stays valid."),
 ];
 
-/// Engine-defined run status: a statement failed and the Run's one
-/// transaction was rolled back.
+/// Engine-defined run status: a statement, or the COMMIT, failed and the
+/// Run's one transaction was rolled back. The platform reports it too for
+/// a COMMIT the database refused (the host commits, after the component
+/// has returned).
 pub const ROLLED_BACK: &str = "rolled_back";
 
 /// Engine-defined run statuses beyond the reserved and platform ones:
@@ -108,7 +110,7 @@ pub const OWN_RUN_STATUSES: [(&str, bool, bool, &str); 1] = [(
     ROLLED_BACK,
     false,
     false,
-    "A statement failed in the database (a constraint or permission error, a type error in a parameter, the statement timeout, …). The Run's one transaction was rolled back, so nothing the program did persists. The trace shows the statements before it and the one that failed, whose `outcome.error` carries the database's message.",
+    "A statement failed in the database (a constraint or permission error, a type error in a parameter, the data source's statement timeout, …), or every statement succeeded and the database refused the COMMIT (a deferred constraint, a serialization failure). The Run's one transaction was rolled back, so nothing the program did persists. The trace shows the statements that ran and, for a failed statement, that one too, whose `outcome.error` carries the database's message; for a refused COMMIT the Run's `outcome.error` does. When the Run's wall-time bound stops a statement (its statement timeout is never more than the time the Run has left), the Run ends `timeout` instead, rolled back too. `error` is reported only when the platform refuses a statement (no data source is attached) or cannot know whether COMMIT took effect (the connection failed during it).",
 )];
 
 /// Step-level statuses: (status, ok, side effects possible, meaning).

@@ -47,12 +47,14 @@ pub fn execute(text: &str, input: Option<&Value>, catalog: &dyn Catalog, databas
     let mut trace = TraceBuilder::new();
     let mut last: Option<QueryResult> = None;
     let mut summary = Vec::new();
-    for (index, parsed) in checked.program.statements.iter().enumerate() {
-        let analysis = &checked.analyses[index];
+    for (index, analysis) in checked.analyses.iter().enumerate() {
+        let Some(statement) = checked.runnable[index].as_deref() else {
+            return stopped("the program is not valid; validate it first");
+        };
         let id = statement_id(index);
         let bound = Value::Array(params[..checked.needed[index] as usize].to_vec());
-        let input = json!({"statement": parsed.text, "params": bound});
-        let result = database.query(&id, &parsed.text, &bound);
+        let input = json!({"statement": statement, "params": bound});
+        let result = database.query(&id, statement, &bound);
         let (outcome, output, t_ms) = match &result {
             Ok(result) => (success(), Some(statement_output(result).to_string()), Some(result.elapsed_ms)),
             Err(SqlError::Failed(message) | SqlError::Refused(message)) => {

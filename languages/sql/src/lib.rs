@@ -7,12 +7,16 @@
 //! catalog of tables and views, and planned as one step per statement
 //! (`stmt-k`) plus one reference sub-step per relation (`stmt-k.ref-j`)
 //! carrying `calls` (Part IV §7). Execution sends the validated
-//! statements, rendered from their parse trees, through the host's `sql`
-//! import; the host runs nothing else.
+//! statements, rendered from their parse trees with every relation
+//! schema-qualified as it resolved (so the database's `search_path` never
+//! picks another relation), through the host's `sql` import; the host
+//! runs nothing else.
 //!
 //! - [`program`]: parsing, text ranges, rendering;
 //! - [`analyze`]: statement classes, name resolution, the function
 //!   allow-list, placeholders, references;
+//! - [`qualify`]: the resolved relation names, schema-qualified for
+//!   execution;
 //! - [`params`]: `$1…$n` and their binding from `input`;
 //! - [`validate`]: diagnostics, plan, step ids, input binding;
 //! - [`execute`]: the Run and its flat trace;
@@ -44,6 +48,7 @@ pub mod describe;
 pub mod execute;
 pub mod params;
 pub mod program;
+pub mod qualify;
 pub mod validate;
 
 #[cfg(test)]

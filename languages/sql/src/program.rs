@@ -1,7 +1,8 @@
 //! Parsing a program: the whole text with the PostgreSQL dialect, so a
-//! comment can never hide a second statement from the validator, and the
-//! text that will run is the parsed statement rendered back (comments
-//! dropped), never a slice of the author's text.
+//! comment can never hide a second statement from the validator; and
+//! rendering: the text that will run is a checked parse tree rendered back
+//! (comments dropped, relations schema-qualified by [`crate::qualify`]),
+//! never a slice of the author's text.
 
 use pilotage_guest_sdk::TextRange;
 use pilotage_guest_sdk::diag::{error_in, text_range};
@@ -21,8 +22,6 @@ pub struct Parsed {
     pub statement: Statement,
     /// Where it sits in the program (1-based, end exclusive).
     pub range: TextRange,
-    /// The statement rendered from its tree: exactly what runs.
-    pub text: String,
 }
 
 /// The whole program: its statements, or the syntax error that stopped
@@ -40,9 +39,7 @@ pub struct Program {
 /// # Errors
 /// A `syntax_error` diagnostic at the position where parsing stopped (the
 /// whole text when the parser gives none), or for a text with no
-/// statement; a `constraint` diagnostic when a statement does not render
-/// back to the same tree (so what runs could differ from what was
-/// checked).
+/// statement.
 pub fn parse(text: &str) -> Result<Program, Diagnostic> {
     let whole = whole_range(text);
     // Operator chains (`a + b + c …`) parse into trees as deep as they are
@@ -62,25 +59,33 @@ pub fn parse(text: &str) -> Result<Program, Diagnostic> {
     if statements.is_empty() {
         return Err(error_in(codes::SYNTAX_ERROR, whole, "the program holds no SQL statement"));
     }
-    let mut parsed = Vec::with_capacity(statements.len());
-    for statement in statements {
-        let range = span_range(sqlparser::ast::Spanned::span(&statement)).unwrap_or(whole);
-        let rendered = statement.to_string();
-        // The text that runs is the rendered tree; it must mean the same
-        // tree, or the checks would have been made on another statement.
-        match parse_statements(&rendered) {
-            Ok(again) if again.len() == 1 && again[0] == statement => {}
-            _ => {
-                return Err(error_in(
-                    pilotage_guest_sdk::diag::CONSTRAINT,
-                    range,
-                    "this statement cannot be rendered back to the same statement, so it cannot be run safely; simplify it",
-                ));
-            }
-        }
-        parsed.push(Parsed { statement, range, text: rendered });
-    }
+    let parsed = statements
+        .into_iter()
+        .map(|statement| {
+            let range = span_range(sqlparser::ast::Spanned::span(&statement)).unwrap_or(whole);
+            Parsed { statement, range }
+        })
+        .collect();
     Ok(Program { statements: parsed, whole })
+}
+
+/// The text that runs for `statement` (the tree that was checked, with its
+/// relations qualified): the tree rendered back.
+///
+/// # Errors
+/// A `constraint` diagnostic at `range` when the text does not parse back
+/// to exactly `statement`: what runs could then differ from what was
+/// checked.
+pub fn render(statement: &Statement, range: TextRange) -> Result<String, Diagnostic> {
+    let rendered = statement.to_string();
+    match parse_statements(&rendered) {
+        Ok(again) if again.len() == 1 && again[0] == *statement => Ok(rendered),
+        _ => Err(error_in(
+            pilotage_guest_sdk::diag::CONSTRAINT,
+            range,
+            "this statement cannot be rendered back to the same statement, so it cannot be run safely; simplify it",
+        )),
+    }
 }
 
 /// Whether a token joins two expressions (and so may deepen a tree).
@@ -166,7 +171,8 @@ mod tests {
     fn comments_do_not_hide_statements() {
         let program = parse("-- read the customers\nSELECT 1; /* and then */ DELETE FROM t").unwrap();
         assert_eq!(program.statements.len(), 2);
-        assert_eq!(program.statements[1].text, "DELETE FROM t");
+        let second = &program.statements[1];
+        assert_eq!(render(&second.statement, second.range).unwrap(), "DELETE FROM t");
         assert_eq!(program.statements[0].range.start, TextPosition { line: 2, column: 1 });
     }
 

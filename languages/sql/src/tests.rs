@@ -327,7 +327,114 @@ fn upserts_resolve_excluded_and_conflict_columns() {
 #[test]
 fn statements_run_rendered_without_comments() {
     let validation = assert_valid("SELECT name /* the name */ FROM customers -- trailing\nLIMIT 1");
-    assert_eq!(validation.statements, ["SELECT name FROM customers LIMIT 1"]);
+    assert_eq!(validation.statements, ["SELECT name FROM \"pilotage_demo\".\"customers\" LIMIT 1"]);
+}
+
+/// The statement that runs for `text`, which must be valid.
+fn runs_as(text: &str) -> String {
+    let validation = assert_valid(text);
+    assert_eq!(validation.statements.len(), 1, "{text}");
+    validation.statements[0].clone()
+}
+
+#[test]
+fn emitted_statements_name_every_relation_schema_qualified() {
+    let cases = [
+        // FROM, with and without alias; column qualifiers keep binding.
+        (
+            "SELECT customers.name FROM customers WHERE customers.id = 1 LIMIT 1",
+            "SELECT customers.name FROM \"pilotage_demo\".\"customers\" WHERE customers.id = 1 LIMIT 1",
+        ),
+        (
+            "SELECT c.name FROM customers AS c LIMIT 1",
+            "SELECT c.name FROM \"pilotage_demo\".\"customers\" AS c LIMIT 1",
+        ),
+        // Written qualified: quoted as it resolved.
+        (
+            "SELECT name FROM pilotage_demo.customers LIMIT 1",
+            "SELECT name FROM \"pilotage_demo\".\"customers\" LIMIT 1",
+        ),
+        (
+            "SELECT c.name, o.id FROM customers c JOIN orders o ON o.customer_id = c.id LEFT JOIN order_lines ON order_lines.order_id = o.id LIMIT 1",
+            "SELECT c.name, o.id FROM \"pilotage_demo\".\"customers\" c JOIN \"pilotage_demo\".\"orders\" o ON o.customer_id = c.id LEFT JOIN \"pilotage_demo\".\"order_lines\" ON order_lines.order_id = o.id LIMIT 1",
+        ),
+        // Subqueries: IN, EXISTS, scalar, derived tables.
+        (
+            "SELECT name FROM customers WHERE id IN (SELECT customer_id FROM orders) AND EXISTS (SELECT 1 FROM order_lines) LIMIT 1",
+            "SELECT name FROM \"pilotage_demo\".\"customers\" WHERE id IN (SELECT customer_id FROM \"pilotage_demo\".\"orders\") AND EXISTS (SELECT 1 FROM \"pilotage_demo\".\"order_lines\") LIMIT 1",
+        ),
+        (
+            "SELECT (SELECT count(*) FROM orders) AS n, t.id FROM (SELECT id FROM customers) AS t LIMIT 1",
+            "SELECT (SELECT count(*) FROM \"pilotage_demo\".\"orders\") AS n, t.id FROM (SELECT id FROM \"pilotage_demo\".\"customers\") AS t LIMIT 1",
+        ),
+        // CTE names stay unqualified; the relations inside them do not.
+        (
+            "WITH recent AS (SELECT id FROM orders) SELECT recent.id FROM recent LIMIT 1",
+            "WITH recent AS (SELECT id FROM \"pilotage_demo\".\"orders\") SELECT recent.id FROM recent LIMIT 1",
+        ),
+        // A non-recursive CTE named like a table reads the table inside.
+        (
+            "WITH orders AS (SELECT id FROM orders) SELECT id FROM orders LIMIT 1",
+            "WITH orders AS (SELECT id FROM \"pilotage_demo\".\"orders\") SELECT id FROM orders LIMIT 1",
+        ),
+        (
+            "SELECT id FROM customers UNION SELECT id FROM orders",
+            "SELECT id FROM \"pilotage_demo\".\"customers\" UNION SELECT id FROM \"pilotage_demo\".\"orders\"",
+        ),
+        // Targets of INSERT, UPDATE and DELETE, and their sources.
+        (
+            "INSERT INTO notes (id, body) SELECT id, name FROM customers WHERE id = 1",
+            "INSERT INTO \"scratch\".\"notes\" (id, body) SELECT id, name FROM \"pilotage_demo\".\"customers\" WHERE id = 1",
+        ),
+        (
+            "INSERT INTO notes (id, body) VALUES (1, 'a') ON CONFLICT (id) DO UPDATE SET body = notes.body || excluded.body",
+            "INSERT INTO \"scratch\".\"notes\" (id, body) VALUES (1, 'a') ON CONFLICT(id) DO UPDATE SET body = notes.body || excluded.body",
+        ),
+        (
+            "UPDATE notes SET body = customers.name FROM customers WHERE notes.id = customers.id",
+            "UPDATE \"scratch\".\"notes\" SET body = customers.name FROM \"pilotage_demo\".\"customers\" WHERE notes.id = customers.id",
+        ),
+        (
+            "DELETE FROM notes USING customers WHERE notes.id = customers.id RETURNING notes.id",
+            "DELETE FROM \"scratch\".\"notes\" USING \"pilotage_demo\".\"customers\" WHERE notes.id = customers.id RETURNING notes.id",
+        ),
+        ("DELETE FROM scratch.notes AS n WHERE n.id = 1", "DELETE FROM \"scratch\".\"notes\" AS n WHERE n.id = 1"),
+    ];
+    for (text, expected) in cases {
+        assert_eq!(runs_as(text), expected, "{text}");
+    }
+}
+
+#[test]
+fn a_recursive_cte_reads_itself_unqualified() {
+    let text = "WITH RECURSIVE n (k) AS (SELECT 1 UNION ALL SELECT k + 1 FROM n WHERE k < 3) SELECT k FROM n";
+    assert_eq!(runs_as(text), text);
+}
+
+#[test]
+fn relations_are_qualified_with_their_exact_names() {
+    // A schema and a table whose names need quoting.
+    let entries = [
+        table("Payroll Data.staff", "table", &["id", "salary"], SAFE),
+        table("public.We\"ird", "table", &["id"], SAFE),
+    ];
+    let catalog = TestCatalog(entries.into_iter().map(|e| (e.id.clone(), e)).collect());
+    let validation = validate("SELECT staff.salary FROM staff; SELECT id FROM \"We\"\"ird\"", &catalog);
+    assert!(errors(&validation).is_empty(), "{:#?}", validation.diagnostics);
+    assert_eq!(
+        validation.statements,
+        ["SELECT staff.salary FROM \"Payroll Data\".\"staff\"", "SELECT id FROM \"public\".\"We\"\"ird\""]
+    );
+}
+
+#[test]
+fn execution_sends_the_qualified_statements() {
+    let mut database = Scripted { answers: vec![Ok(rows(&["name"], json!([["Ada"]])))], calls: vec![] };
+    let result = execute("SELECT name FROM customers LIMIT 1", None, &catalog(), &mut database);
+    assert!(result.outcome.ok, "{:?}", result.outcome);
+    assert_eq!(database.calls[0].1, "SELECT name FROM \"pilotage_demo\".\"customers\" LIMIT 1");
+    let input: Value = serde_json::from_str(result.steps[0].input.as_deref().unwrap()).unwrap();
+    assert_eq!(input["statement"], database.calls[0].1);
 }
 
 #[test]

@@ -17,7 +17,8 @@ use serde_json::Value;
 use crate::analyze::{Analysis, Analyzer, Catalog, Class, Relations};
 use crate::codes;
 use crate::params::{bind, statement_parameters};
-use crate::program::{Program, parse};
+use crate::program::{Program, parse, render};
+use crate::qualify::qualify;
 
 /// A program that passed parsing, with what analysis learned.
 pub struct Checked {
@@ -29,6 +30,10 @@ pub struct Checked {
     pub needed: Vec<u32>,
     /// How many parameters the program takes.
     pub parameters: u32,
+    /// The text each statement runs as: its tree with every catalog
+    /// relation schema-qualified ([`crate::qualify`]), rendered; `None` for
+    /// a statement with errors, which never runs.
+    pub runnable: Vec<Option<String>>,
 }
 
 /// Parses and analyzes `text` against `catalog`: every finding, and the
@@ -55,9 +60,32 @@ pub fn check(text: &str, catalog: &dyn Catalog) -> (Option<Checked>, Vec<Diagnos
     let mut analyses = Vec::new();
     let mut needed = Vec::new();
     let mut used = Vec::new();
+    let mut runnable = Vec::new();
     for parsed in &program.statements {
         let (analysis, findings) = Analyzer::new(&relations, parsed.range).statement(&parsed.statement);
+        let checked = !findings.iter().any(|d| d.severity == Severity::Error);
         diagnostics.extend(findings);
+        // What runs is the checked tree with its relations qualified, and
+        // it must render back to exactly that tree.
+        let text = checked.then(|| {
+            qualify(&parsed.statement, &analysis.names)
+                .map_err(|problem| {
+                    error_in(
+                        pilotage_guest_sdk::diag::CONSTRAINT,
+                        parsed.range,
+                        format!("this statement cannot be run safely ({problem}); simplify it"),
+                    )
+                })
+                .and_then(|qualified| render(&qualified, parsed.range))
+        });
+        runnable.push(match text {
+            Some(Ok(text)) => Some(text),
+            Some(Err(diagnostic)) => {
+                diagnostics.push(diagnostic);
+                None
+            }
+            None => None,
+        });
         if several && analysis.class != Class::Query {
             diagnostics.push(pilotage_guest_sdk::diag::with_hint(
                 error_in(
@@ -86,12 +114,13 @@ pub fn check(text: &str, catalog: &dyn Catalog) -> (Option<Checked>, Vec<Diagnos
             format!("the program uses ${parameters} but never ${missing}"),
         ));
     }
-    (Some(Checked { program, analyses, needed, parameters }), diagnostics)
+    (Some(Checked { program, analyses, needed, parameters, runnable }), diagnostics)
 }
 
 /// Validates `text` against `catalog`: diagnostics, and for a valid
 /// program its plan, references and the statements it may run (rendered
-/// from the parse tree, comments dropped).
+/// from the parse tree, comments dropped, every catalog relation
+/// schema-qualified as it resolved: `"schema"."relation"`).
 pub fn validate(text: &str, catalog: &dyn Catalog) -> Validation {
     let (checked, diagnostics) = check(text, catalog);
     let valid = !diagnostics.iter().any(|d| d.severity == Severity::Error);
@@ -110,7 +139,7 @@ pub fn validate(text: &str, catalog: &dyn Catalog) -> Validation {
         diagnostics,
         plan: Some(plan(&checked)),
         references,
-        statements: checked.program.statements.iter().map(|parsed| parsed.text.clone()).collect(),
+        statements: checked.runnable.iter().flatten().cloned().collect(),
     }
 }
 

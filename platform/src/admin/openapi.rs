@@ -71,7 +71,8 @@ pub fn document() -> Value {
                 "DataSource": {"type": "object", "required": ["url", "schemas"], "additionalProperties": false, "properties": {
                     "language": {"type": "string", "default": "sql/postgres-15", "description": "One data source per Language per tenant."},
                     "url": {"type": "string", "description": "postgres://user:password@host:port/database; sealed at rest, never returned."},
-                    "schemas": {"type": "array", "minItems": 1, "items": {"type": "string", "pattern": "^[A-Za-z0-9_]{1,63}$"}},
+                    "schemas": {"type": "array", "minItems": 1, "items": {"type": "string", "pattern": "^[A-Za-z0-9_]{1,63}$"},
+                        "description": "Schemas whose relations form the catalog; statements run with every relation schema-qualified, never through search_path."},
                     "relations": {"type": "array", "items": {"type": "string"}, "description": "Only these schema.relation are visible."},
                     "visibility": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}},
                         "description": "Scopes needed to see a relation, keyed by schema.relation or schema (the more specific wins)."},

@@ -132,8 +132,12 @@ pub struct Binding {
     pub loop_step: Option<String>,
     /// A program whose second step fails deterministically.
     pub mid_run_failure: Sample,
-    /// A program that fails cleanly with the reserved `error` status.
-    pub clean_failure: Sample,
+    /// A program that fails cleanly with the reserved `error` status;
+    /// absent when every clean failure the endpoint can cause has a more
+    /// specific status (PIL-EXECUTE-ENGINE-ERROR-B is then listed in
+    /// `unreachable`, with the reason).
+    #[serde(default)]
+    pub clean_failure: Option<Sample>,
     /// A program exceeding a validation bound.
     pub pathological: Sample,
     /// A program whose validation crashes the validator (test builds).

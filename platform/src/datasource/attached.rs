@@ -79,8 +79,9 @@ pub struct DataSourceSpec {
     /// registering; never stored in clear nor returned.
     #[serde(default, skip_serializing)]
     pub url: Option<String>,
-    /// Schemas whose relations form the catalog and are searched for
-    /// unqualified names, in order. At least one.
+    /// Schemas whose relations form the catalog, in order. At least one.
+    /// Statements run with every relation schema-qualified; no schema is
+    /// on a Run's `search_path`.
     pub schemas: Vec<String>,
     /// When set, only these relations (`schema.relation`) are visible.
     #[serde(default, skip_serializing_if = "Option::is_none")]

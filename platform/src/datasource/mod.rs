@@ -18,8 +18,14 @@
 //! Invariant: a data source runs only what the host hands it, and the host
 //! hands it only statements a validation returned (Part II §6.5.4); the
 //! data source adds only its own envelope (`BEGIN [READ ONLY]`,
-//! `SET LOCAL statement_timeout`, `SET LOCAL search_path`, `COMMIT` or
+//! `SET LOCAL statement_timeout`, never more than the Run's time left,
+//! `SET LOCAL search_path TO pg_catalog, pg_temp`, `COMMIT` or
 //! `ROLLBACK`).
+//!
+//! Invariant: an unqualified relation name reaches no tenant schema. The
+//! Language sends every relation schema-qualified as validation resolved
+//! it, and a Run's `search_path` names no tenant schema, so PostgreSQL can
+//! never pick a relation the caller cannot see.
 //!
 //! ```no_run
 //! use pilotage_platform::datasource::{PostgresConfig, PostgresDataSource};

@@ -17,7 +17,7 @@ use tokio::runtime::Handle;
 
 use super::values::{decode, encode};
 use super::{DataSourceError, database_message};
-use crate::engine::host::SqlResult;
+use crate::engine::host::{CommitError, SqlResult};
 use crate::language::execution::{DataSource, SqlSession};
 
 /// Where a data source connects and the bounds it enforces. Every bound
@@ -27,8 +27,9 @@ pub struct PostgresConfig {
     /// `postgres://user[:password]@host:port/database`. Credentials are
     /// never shown in messages.
     pub url: String,
-    /// Schemas whose relations are visible (catalog) and searched for
-    /// unqualified names (`search_path`), in order.
+    /// Schemas whose relations are visible (catalog), in order. They are
+    /// not on a Run's `search_path` (`pg_catalog, pg_temp`): the Language
+    /// sends every relation schema-qualified as validation resolved it.
     pub schemas: Vec<String>,
     /// When set, only these relations (`schema.relation`) are visible.
     pub relations: Option<Vec<String>>,
@@ -38,7 +39,9 @@ pub struct PostgresConfig {
     /// beyond it, [`DataSourceError::Unreachable`] or a failed `begin`.
     pub connect_timeout: Duration,
     /// `SET LOCAL statement_timeout` of every Run. Default 5 s; beyond it
-    /// the statement fails and the Run's transaction rolls back.
+    /// the statement fails and the Run's transaction rolls back. A
+    /// statement gets less when its Run has less wall time left (see
+    /// [`statement_timeout_for`]).
     pub statement_timeout: Duration,
     /// Rows kept per statement. Default 1000; further rows are counted in
     /// `rows_matched` and dropped (`truncated`).
@@ -83,6 +86,37 @@ impl std::fmt::Debug for PostgresDataSource {
 pub fn quote_identifier(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
+
+/// The `search_path` of every Run's transaction: the built-in schema, then
+/// the session's temporary schema, and no tenant schema.
+///
+/// Rationale (defence in depth behind the Language, which sends every
+/// relation schema-qualified as validation resolved it): an unqualified
+/// relation name must never reach a tenant schema, where `search_path`
+/// could pick a relation the caller cannot see. Built-in functions,
+/// operators and types live in `pg_catalog`, so they keep resolving, and
+/// a tenant schema's functions or operators can no longer capture an
+/// allow-listed call by overloading it. `pg_temp` is named last because
+/// PostgreSQL searches the temporary schema *first* for relations and
+/// types when the path does not name it; Runs create no temporary
+/// objects, and last it could not shadow a built-in type if one existed.
+pub const RUN_SEARCH_PATH: &str = "pg_catalog, pg_temp";
+
+/// The `statement_timeout` of a statement starting at `now`: the
+/// configured one, or the wall time its Run has left before `deadline`
+/// when that is less (Part II §10.1: the Run's wall-time bound stops its
+/// statements too). `None` when less than a millisecond is left (a
+/// `statement_timeout` of 0 would mean no timeout at all).
+pub fn statement_timeout_for(configured: Duration, deadline: Option<Instant>, now: Instant) -> Option<Duration> {
+    let timeout = match deadline {
+        Some(deadline) => configured.min(deadline.saturating_duration_since(now)),
+        None => configured,
+    };
+    (timeout >= Duration::from_millis(1)).then_some(timeout)
+}
+
+/// Why a statement cannot start: its Run's wall time is used up.
+const NO_TIME_LEFT: &str = "the Run's wall-time bound was reached before the statement could start";
 
 impl PostgresDataSource {
     /// A data source for `config`, its pool bound to the runtime of
@@ -150,14 +184,16 @@ impl PostgresDataSource {
         sqlx::query("SELECT 1").execute(&self.pool).await.map(drop).map_err(|e| self.error(e))
     }
 
-    async fn open(&self, read_only: bool) -> Result<Transaction<'static, Postgres>, DataSourceError> {
+    async fn open(
+        &self,
+        read_only: bool,
+        timeout: Duration,
+    ) -> Result<Transaction<'static, Postgres>, DataSourceError> {
         let begin = if read_only { "BEGIN READ ONLY" } else { "BEGIN" };
         let mut transaction = self.pool.begin_with(begin).await.map_err(|e| self.error(e))?;
-        let timeout = self.config.statement_timeout.as_millis().max(1);
-        let search_path: Vec<String> = self.config.schemas.iter().map(|s| quote_identifier(s)).collect();
         for setting in [
-            format!("SET LOCAL statement_timeout = {timeout}"),
-            format!("SET LOCAL search_path TO {}", search_path.join(", ")),
+            format!("SET LOCAL statement_timeout = {}", timeout.as_millis().max(1)),
+            format!("SET LOCAL search_path TO {RUN_SEARCH_PATH}"),
         ] {
             sqlx::query(AssertSqlSafe(setting)).execute(&mut *transaction).await.map_err(|e| self.error(e))?;
         }
@@ -166,12 +202,31 @@ impl PostgresDataSource {
 }
 
 impl DataSource for PostgresDataSource {
-    fn begin(&self, read_only: bool) -> Result<Box<dyn SqlSession>, String> {
-        let transaction = self.handle.block_on(self.open(read_only)).map_err(|error| error.to_string())?;
+    fn begin(&self, read_only: bool, deadline: Option<Instant>) -> Result<Box<dyn SqlSession>, String> {
+        let timeout =
+            statement_timeout_for(self.config.statement_timeout, deadline, Instant::now()).ok_or(NO_TIME_LEFT)?;
+        let transaction = self
+            .handle
+            .block_on(async {
+                match deadline {
+                    // Waiting for a connection counts against the Run too.
+                    Some(deadline) => tokio::time::timeout_at(deadline.into(), self.open(read_only, timeout))
+                        .await
+                        .unwrap_or_else(|_| {
+                            Err(DataSourceError::Database(
+                                "the Run's wall-time bound was reached while waiting for a connection".into(),
+                            ))
+                        }),
+                    None => self.open(read_only, timeout).await,
+                }
+            })
+            .map_err(|error| error.to_string())?;
         Ok(Box::new(PostgresSession {
             transaction: Some(transaction),
             handle: self.handle.clone(),
             config: self.config.clone(),
+            deadline,
+            timeout,
         }))
     }
 }
@@ -181,6 +236,10 @@ struct PostgresSession {
     transaction: Option<Transaction<'static, Postgres>>,
     handle: Handle,
     config: Arc<PostgresConfig>,
+    /// When the Run's wall time runs out.
+    deadline: Option<Instant>,
+    /// The `statement_timeout` in effect in the transaction.
+    timeout: Duration,
 }
 
 /// One bound parameter: its bytes in the binary format of the type
@@ -227,6 +286,14 @@ impl PostgresSession {
     async fn run(&mut self, statement: &str, params: &Value) -> Result<SqlResult, String> {
         let started = Instant::now();
         let transaction = self.transaction.as_mut().ok_or("the transaction has ended")?;
+        // The statement may take no longer than its Run has left.
+        let timeout =
+            statement_timeout_for(self.config.statement_timeout, self.deadline, started).ok_or(NO_TIME_LEFT)?;
+        if timeout < self.timeout {
+            let setting = format!("SET LOCAL statement_timeout = {}", timeout.as_millis().max(1));
+            sqlx::query(AssertSqlSafe(setting)).execute(&mut **transaction).await.map_err(sqlx_message)?;
+            self.timeout = timeout;
+        }
         let sql = AssertSqlSafe(statement.to_owned()).into_sql_str();
         // Preparing first tells the parameter types PostgreSQL infers, so
         // each JSON value is encoded for exactly that type.
@@ -292,6 +359,39 @@ impl PostgresSession {
     }
 }
 
+impl Drop for PostgresSession {
+    /// A session dropped without `commit` or `rollback` rolls back (sqlx
+    /// does it as the connection returns to the pool, from a task): the
+    /// transaction is dropped inside the runtime, so dropping a session on
+    /// a thread outside it (a panicking caller) does not panic again.
+    fn drop(&mut self) {
+        if let Some(transaction) = self.transaction.take() {
+            let _runtime = self.handle.enter();
+            drop(transaction);
+        }
+    }
+}
+
+/// Classifies a failed COMMIT. PostgreSQL answers a COMMIT it cannot carry
+/// out (a deferred constraint, a serialization failure) with an error and
+/// rolls the transaction back. Without an answer (the connection failed),
+/// or with a connection exception (SQLSTATE class 08) or a shutdown or
+/// crash (57P..), the transaction may have committed before the failure.
+fn commit_error(error: sqlx::Error) -> CommitError {
+    match error {
+        sqlx::Error::Database(database) => {
+            let code = database.code().map(|code| code.into_owned()).unwrap_or_default();
+            let message = database_message(database.as_ref());
+            if code.starts_with("08") || code.starts_with("57P") {
+                CommitError::Unknown(message)
+            } else {
+                CommitError::RolledBack(message)
+            }
+        }
+        other => CommitError::Unknown(other.to_string()),
+    }
+}
+
 /// One row as a JSON array in column order.
 fn row_json(row: &PgRow) -> Value {
     let values = (0..row.len())
@@ -313,10 +413,10 @@ impl SqlSession for PostgresSession {
         handle.block_on(self.run(statement, params))
     }
 
-    fn commit(mut self: Box<Self>) -> Result<(), String> {
+    fn commit(mut self: Box<Self>) -> Result<(), CommitError> {
         match self.transaction.take() {
-            Some(transaction) => self.handle.block_on(transaction.commit()).map_err(sqlx_message),
-            None => Err("the transaction has already ended".into()),
+            Some(transaction) => self.handle.block_on(transaction.commit()).map_err(commit_error),
+            None => Err(CommitError::RolledBack("the transaction had already ended".into())),
         }
     }
 
@@ -337,6 +437,20 @@ mod tests {
     fn identifiers_are_quoted() {
         assert_eq!(quote_identifier("pilotage_demo"), "\"pilotage_demo\"");
         assert_eq!(quote_identifier("we\"ird"), "\"we\"\"ird\"");
+    }
+
+    #[test]
+    fn a_statement_gets_the_lower_of_its_timeout_and_the_runs_time_left() {
+        let now = Instant::now();
+        let five = Duration::from_secs(5);
+        assert_eq!(statement_timeout_for(five, None, now), Some(five));
+        let soon = now + Duration::from_millis(1500);
+        assert_eq!(statement_timeout_for(five, Some(soon), now), Some(Duration::from_millis(1500)));
+        let later = now + Duration::from_secs(60);
+        assert_eq!(statement_timeout_for(five, Some(later), now), Some(five));
+        // No time left: no statement, never a `statement_timeout` of 0.
+        assert_eq!(statement_timeout_for(five, Some(now), now), None);
+        assert_eq!(statement_timeout_for(five, Some(now + Duration::from_micros(500)), now), None);
     }
 
     #[test]

@@ -49,8 +49,9 @@ pub trait Effects: Send {
     /// back.
     ///
     /// # Errors
-    /// A message when the commit fails.
-    fn finish(&mut self, succeeded: bool) -> Result<(), String> {
+    /// [`CommitError`] when the commit does not take effect, saying whether
+    /// the transaction was rolled back or its outcome is unknown.
+    fn finish(&mut self, succeeded: bool) -> Result<(), CommitError> {
         let _ = succeeded;
         Ok(())
     }
@@ -59,6 +60,22 @@ pub trait Effects: Send {
     fn now_ms(&self) -> u64 {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
     }
+}
+
+/// Why a Run's data-source transaction did not commit.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CommitError {
+    /// Occurs when the database refuses the COMMIT with an error (a
+    /// deferred constraint, a serialization failure): it rolled the
+    /// transaction back, so nothing the Run did persists.
+    #[error("the database refused the commit and rolled the transaction back: {0}")]
+    RolledBack(String),
+    /// Occurs when the COMMIT's outcome cannot be known (the connection
+    /// failed before the database answered): the Run's changes may or may
+    /// not persist.
+    #[error("the commit's outcome is unknown: {0}")]
+    Unknown(String),
 }
 
 /// The result of one statement, as the `sql` import returns it.

@@ -12,7 +12,7 @@ use std::time::Instant;
 use serde_json::Value;
 
 use crate::catalog::CatalogSnapshot;
-use crate::engine::host::{CallContext, Effects, InvokeRefusal, SqlResult, outcome_from_wit};
+use crate::engine::host::{CallContext, CommitError, Effects, InvokeRefusal, SqlResult, outcome_from_wit};
 use crate::engine::{CallError, CallKind, Component};
 use crate::protocol::catalog::CatalogEntry;
 use crate::protocol::correspondence;
@@ -37,17 +37,21 @@ pub trait Invoker: Send + Sync {
 /// validated statements ever reach it). One session is one transaction.
 pub trait DataSource: Send + Sync {
     /// Opens a session for one Run: a transaction, read-only when
-    /// `read_only` (the validated plan only reads).
+    /// `read_only` (the validated plan only reads). `deadline` is when the
+    /// Run's execution wall time runs out (Part II §10.1): no statement of
+    /// the session may run past it, whatever the data source's own
+    /// statement timeout.
     ///
     /// # Errors
-    /// A message when no connection can be had.
-    fn begin(&self, read_only: bool) -> Result<Box<dyn SqlSession>, String>;
+    /// A message when no connection can be had, or none before `deadline`.
+    fn begin(&self, read_only: bool, deadline: Option<Instant>) -> Result<Box<dyn SqlSession>, String>;
 }
 
 /// One Run's transaction on a data source. Dropped without `commit`, it
 /// rolls back.
 pub trait SqlSession: Send {
-    /// Runs one statement with positional parameters (a JSON array).
+    /// Runs one statement with positional parameters (a JSON array),
+    /// stopping it at the session's deadline.
     ///
     /// # Errors
     /// The database's message; the session must then be rolled back.
@@ -55,8 +59,8 @@ pub trait SqlSession: Send {
     /// Commits the transaction.
     ///
     /// # Errors
-    /// The database's message.
-    fn commit(self: Box<Self>) -> Result<(), String>;
+    /// [`CommitError`]: rolled back by the database, or an unknown outcome.
+    fn commit(self: Box<Self>) -> Result<(), CommitError>;
     /// Rolls the transaction back.
     fn rollback(self: Box<Self>);
 }
@@ -68,8 +72,15 @@ pub struct StatementRun {
     pub step_id: String,
     /// The statement text.
     pub statement: String,
+    /// Its parameters (a JSON array).
+    pub params: Value,
     /// Rows returned or changed, or the failure.
     pub result: Result<u64, String>,
+    /// Duration in milliseconds.
+    pub t_ms: u64,
+    /// How many invocations the Run had made before it (places it in the
+    /// host's trace).
+    pub after_invocations: usize,
 }
 
 /// One invocation the host performed, in order.
@@ -110,6 +121,9 @@ pub struct RunRecord {
     pub statements: Vec<StatementRun>,
     /// Every refusal.
     pub violations: Vec<Violation>,
+    /// The step whose statement failed once the Run's wall time was used
+    /// up (the data source stopped it at the deadline), if any.
+    pub stopped_at_deadline: Option<String>,
 }
 
 /// The effects of one Run: containment, authorization at execution time,
@@ -121,6 +135,8 @@ pub struct RunEffects {
     read_only: bool,
     session: Option<Box<dyn SqlSession>>,
     session_failed: bool,
+    /// When the Run's execution wall time runs out.
+    deadline: Option<Instant>,
     catalog: CatalogSnapshot,
     invoker: Arc<dyn Invoker>,
     record: Arc<Mutex<RunRecord>>,
@@ -200,19 +216,35 @@ impl Effects for RunEffects {
         if self.session_failed {
             return Err(InvokeRefusal::Refused("the Run's transaction already failed and was rolled back".into()));
         }
-        if self.session.is_none() {
-            self.session = Some(data_source.begin(self.read_only).map_err(InvokeRefusal::Failed)?);
-        }
         let params: Value = serde_json::from_str(params)
             .map_err(|e| InvokeRefusal::Refused(format!("parameters are not JSON: {e}")))?;
-        let session = self.session.as_mut().expect("opened above");
-        let result = session.query(statement, &params);
+        let started = Instant::now();
+        let result = match self.session.as_mut() {
+            Some(session) => session.query(statement, &params),
+            None => data_source.begin(self.read_only, self.deadline).and_then(|mut session| {
+                let result = session.query(statement, &params);
+                self.session = Some(session);
+                result
+            }),
+        };
+        // A statement that fails once the Run's wall time is used up was
+        // stopped by the Run's bound (its statement timeout was the time
+        // the Run had left): the Run ends `timeout`, whatever the
+        // component makes of the failure (Part II §10.1).
+        let out_of_time = result.is_err() && self.deadline.is_some_and(|deadline| Instant::now() >= deadline);
         if let Ok(mut record) = self.record.lock() {
+            let after_invocations = record.invocations.len();
             record.statements.push(StatementRun {
                 step_id: step_id.to_owned(),
                 statement: statement.to_owned(),
+                params,
                 result: result.as_ref().map(|r| r.rows_matched).map_err(Clone::clone),
+                t_ms: started.elapsed().as_millis() as u64,
+                after_invocations,
             });
+            if out_of_time {
+                record.stopped_at_deadline.get_or_insert_with(|| step_id.to_owned());
+            }
         }
         if result.is_err() {
             self.session_failed = true;
@@ -223,7 +255,7 @@ impl Effects for RunEffects {
         result.map_err(InvokeRefusal::Failed)
     }
 
-    fn finish(&mut self, succeeded: bool) -> Result<(), String> {
+    fn finish(&mut self, succeeded: bool) -> Result<(), CommitError> {
         self.end_session(succeeded)
     }
 }
@@ -231,7 +263,7 @@ impl Effects for RunEffects {
 impl RunEffects {
     /// Ends the Run's transaction: commits when the Run succeeded, else
     /// rolls back.
-    fn end_session(&mut self, succeeded: bool) -> Result<(), String> {
+    fn end_session(&mut self, succeeded: bool) -> Result<(), CommitError> {
         match self.session.take() {
             Some(session) if succeeded => session.commit(),
             Some(session) => {
@@ -298,6 +330,9 @@ pub fn execute(component: &Component, request: ExecutionRequest<'_>) -> Executio
         allowed.extend(plan.calls().into_iter().map(str::to_owned));
     }
     let record = Arc::new(Mutex::new(RunRecord::default()));
+    // The engine's epoch deadline starts a little later (with the store),
+    // so statements stop no later than the component would.
+    let deadline = Instant::now() + bounds.execution.wall_time();
     let effects = RunEffects {
         allowed,
         statements: request.statements.to_vec(),
@@ -305,6 +340,7 @@ pub fn execute(component: &Component, request: ExecutionRequest<'_>) -> Executio
         read_only: request.plan.is_some_and(|plan| plan.max_risk_hints.read_only),
         session: None,
         session_failed: false,
+        deadline: Some(deadline),
         catalog: request.catalog.clone(),
         invoker: request.invoker.clone(),
         record: record.clone(),
@@ -326,14 +362,44 @@ pub fn execute(component: &Component, request: ExecutionRequest<'_>) -> Executio
     let record = std::mem::take(&mut *record.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
     let mut execution = assess(component, &request, result, record, cost.fuel);
     // Effects end only once the host has judged the Run: a data-source
-    // transaction commits only for a success it stands behind.
+    // transaction commits only for a success it stands behind. A commit
+    // that fails ends the Run with the trace so far (every statement ran)
+    // and the status that says whether anything persisted.
     if let Some(effects) = context.call_effects()
         && let Err(error) = effects.finish(execution.outcome.ok)
     {
-        execution.outcome = Outcome::failure(ERROR, format!("the Run's transaction could not be committed: {error}"));
+        let (status, message) = match &error {
+            CommitError::RolledBack(message) => (
+                rolled_back_status(component),
+                format!(
+                    "the Run's transaction could not be committed and was rolled back, so nothing persists: {message}"
+                ),
+            ),
+            CommitError::Unknown(message) => (
+                ERROR,
+                format!("the Run's transaction may or may not have been committed (its outcome is unknown): {message}"),
+            ),
+        };
+        execution.outcome = Outcome::failure(status, message);
         execution.output = None;
     }
     execution
+}
+
+/// The run status a data-source Language declares for a Run whose one
+/// transaction was rolled back (sql/postgres-15: `rolled_back`, `ok:
+/// false`, no side effects).
+pub const ROLLED_BACK: &str = "rolled_back";
+
+/// The status of a Run whose commit the database refused: the Language's
+/// [`ROLLED_BACK`] when it declares it as a failure without side effects
+/// (Part II §5.7: a more specific engine-defined status), else the
+/// reserved `error`.
+fn rolled_back_status(component: &Component) -> &'static str {
+    match component.description().run_status(ROLLED_BACK) {
+        Some(status) if !status.ok && !status.side_effects => ROLLED_BACK,
+        _ => ERROR,
+    }
 }
 
 /// Judges what the component returned against what the host saw.
@@ -346,7 +412,7 @@ fn assess(
 ) -> Execution {
     let description = component.description();
     let bounds = component.engine().bounds();
-    let host_trace = |_: &Outcome| host_trace(request.run_id, &record.invocations);
+    let host_trace = |_: &Outcome| host_trace(request.run_id, &record.invocations, &record.statements);
 
     let result = match result {
         Ok(result) => result,
@@ -359,7 +425,10 @@ fn assess(
                 CallError::Trap(_) => ENGINE_FAULT,
                 CallError::Host(_) => ERROR,
             };
-            let outcome = Outcome::failure(status, format!("the Run was stopped: {error}"));
+            let outcome = match (&error, &record.stopped_at_deadline) {
+                (CallError::Timeout(ms), Some(step)) => deadline_outcome(*ms, step),
+                _ => Outcome::failure(status, format!("the Run was stopped: {error}")),
+            };
             return Execution {
                 trace: host_trace(&outcome),
                 outcome,
@@ -465,6 +534,12 @@ fn assess(
             format!("the Run reached its bound of {} invocations", bounds.invocations_per_run),
         );
     }
+    // The component may have finished after its statement was stopped at
+    // the Run's deadline (else the engine stopped it: `timeout` above);
+    // either way the Run reached its wall-time bound.
+    if let Some(step) = &record.stopped_at_deadline {
+        outcome = deadline_outcome(bounds.execution.wall_time_ms, step);
+    }
     let output = if outcome.ok { output } else { None };
     Execution {
         trace: Trace { run_id: request.run_id.to_owned(), level: TraceLevel::Full, steps, stats },
@@ -474,6 +549,17 @@ fn assess(
         faults,
         fuel,
     }
+}
+
+/// The outcome of a Run whose statement `step` the data source stopped at
+/// the Run's deadline.
+fn deadline_outcome(wall_time_ms: u64, step: &str) -> Outcome {
+    Outcome::failure(
+        TIMEOUT,
+        format!(
+            "the Run reached its wall-time bound of {wall_time_ms} ms: {step} was stopped and the Run's transaction rolled back"
+        ),
+    )
 }
 
 fn run_result_size(result: &crate::engine::bindings::RunResult) -> u64 {
@@ -552,23 +638,47 @@ pub fn calls_mismatch(steps: &[TraceStep], invocations: &[Invocation], statement
 }
 
 /// The trace the host can vouch for when the component's own trace is
-/// missing or untrustworthy: one entry per invocation it performed.
-pub fn host_trace(run_id: &str, invocations: &[Invocation]) -> Trace {
-    let steps = invocations
-        .iter()
-        .map(|invocation| TraceStep {
-            id: invocation.step_id.clone(),
-            calls: Some(invocation.entry_id.clone()),
-            input: Some(invocation.input.clone()),
-            output: Some(invocation.result.clone().unwrap_or(Value::Null)),
-            outcome: match &invocation.result {
-                Ok(_) => Outcome::success(),
-                Err(message) => Outcome::failure(ERROR, message.clone()),
-            },
-            t_ms: Some(invocation.t_ms),
-            decisions: Vec::new(),
-        })
-        .collect();
+/// missing or untrustworthy: one entry per invocation it performed and per
+/// statement it ran, in the order it did them. A statement's entry has the
+/// component's step id, `input` `{"statement", "params"}` and `output`
+/// `{"rows_matched"}` (`null` when it failed).
+pub fn host_trace(run_id: &str, invocations: &[Invocation], statements: &[StatementRun]) -> Trace {
+    let invocation_step = |invocation: &Invocation| TraceStep {
+        id: invocation.step_id.clone(),
+        calls: Some(invocation.entry_id.clone()),
+        input: Some(invocation.input.clone()),
+        output: Some(invocation.result.clone().unwrap_or(Value::Null)),
+        outcome: match &invocation.result {
+            Ok(_) => Outcome::success(),
+            Err(message) => Outcome::failure(ERROR, message.clone()),
+        },
+        t_ms: Some(invocation.t_ms),
+        decisions: Vec::new(),
+    };
+    let statement_step = |run: &StatementRun| TraceStep {
+        id: run.step_id.clone(),
+        calls: None,
+        input: Some(serde_json::json!({"statement": run.statement, "params": run.params})),
+        output: Some(match &run.result {
+            Ok(rows_matched) => serde_json::json!({"rows_matched": rows_matched}),
+            Err(_) => Value::Null,
+        }),
+        outcome: match &run.result {
+            Ok(_) => Outcome::success(),
+            Err(message) => Outcome::failure(ERROR, message.clone()),
+        },
+        t_ms: Some(run.t_ms),
+        decisions: Vec::new(),
+    };
+    let mut steps = Vec::with_capacity(invocations.len() + statements.len());
+    let mut pending = statements.iter().peekable();
+    for (index, invocation) in invocations.iter().enumerate() {
+        while let Some(run) = pending.next_if(|run| run.after_invocations <= index) {
+            steps.push(statement_step(run));
+        }
+        steps.push(invocation_step(invocation));
+    }
+    steps.extend(pending.map(statement_step));
     Trace {
         run_id: run_id.to_owned(),
         level: TraceLevel::Full,
@@ -579,6 +689,8 @@ pub fn host_trace(run_id: &str, invocations: &[Invocation]) -> Trace {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn invocation(step: &str, entry: &str) -> Invocation {
@@ -635,8 +747,35 @@ mod tests {
     }
 
     #[test]
+    fn the_host_trace_shows_statements_and_invocations_in_the_order_they_ran() {
+        let ran = |step: &str, after_invocations: usize, result: Result<u64, String>| StatementRun {
+            step_id: step.into(),
+            statement: format!("SELECT '{step}'"),
+            params: json!([1]),
+            result,
+            t_ms: 3,
+            after_invocations,
+        };
+        let statements = [ran("stmt-1", 0, Ok(2)), ran("stmt-3", 1, Err("canceled".into()))];
+        let trace = host_trace("run_x", &[invocation("call-2", "x")], &statements);
+        let ids: Vec<&str> = trace.steps.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, ["stmt-1", "call-2", "stmt-3"]);
+        assert_eq!(trace.steps[0].input, Some(json!({"statement": "SELECT 'stmt-1'", "params": [1]})));
+        assert_eq!(trace.steps[0].output, Some(json!({"rows_matched": 2})));
+        assert_eq!(trace.steps[2].output, Some(Value::Null));
+        assert_eq!(trace.steps[2].outcome, Outcome::failure(ERROR, "canceled"));
+    }
+
+    #[test]
     fn reference_sub_steps_are_backed_by_their_statement() {
-        let ran = StatementRun { step_id: "stmt-1".into(), statement: "SELECT 1".into(), result: Ok(1) };
+        let ran = StatementRun {
+            step_id: "stmt-1".into(),
+            statement: "SELECT 1".into(),
+            params: json!([]),
+            result: Ok(1),
+            t_ms: 0,
+            after_invocations: 0,
+        };
         let reference = step("stmt-1.ref-1", Some("s.customers"));
         assert!(calls_mismatch(std::slice::from_ref(&reference), &[], std::slice::from_ref(&ran)).is_empty());
         // Without the statement having run, the claim is invented.

@@ -3,8 +3,9 @@
 //! data source connects as a role that could do anything, the known
 //! bypasses of other SQL MCP servers refused before reaching the database,
 //! drift when a column is added (and none when rows are), invisible tables
-//! never named, writes that commit or roll back whole, and the admin API
-//! for data sources (credentials sealed, restored after a restart).
+//! never named nor reached through an unqualified name, writes that commit
+//! or roll back whole, and the admin API for data sources (credentials
+//! sealed, restored after a restart).
 
 use pilotage_platform::client::Connection;
 use pilotage_platform::config::Settings;
@@ -64,6 +65,18 @@ async fn start(settings: &Settings) -> Server {
 
 async fn world(backend: Backend) -> World {
     let schema = scratch().await;
+    let visibility = json!({format!("{schema}.secret_salaries"): ["hr"]});
+    let (world, body) = acme_world(backend, &[&schema], visibility).await;
+    assert_eq!(body["catalog"]["added"].as_array().unwrap().len(), 3, "{body}");
+    world
+}
+
+/// A server with the demo tenant's SQL, an operator token, and tenant
+/// `acme` running sql/postgres-15 as the superuser on `schemas` (the first
+/// is the world's `schema`) with `visibility`; and the registration's
+/// answer.
+async fn acme_world(backend: Backend, schemas: &[&str], visibility: Value) -> (World, Value) {
+    let schema = schemas[0].to_owned();
     let mut settings = settings(backend).await;
     settings.demo_postgres = postgres_url();
     settings.admin_token = Some(ADMIN_TOKEN.into());
@@ -83,13 +96,11 @@ async fn world(backend: Backend) -> World {
         &server,
         reqwest::Method::PUT,
         "/tenants/acme/data-sources/ledger",
-        Some(json!({"url": secret_url(), "schemas": [schema],
-                    "visibility": {format!("{schema}.secret_salaries"): ["hr"]}})),
+        Some(json!({"url": secret_url(), "schemas": schemas, "visibility": visibility})),
     )
     .await;
     assert_eq!(status, 200, "{body}");
-    assert_eq!(body["catalog"]["added"].as_array().unwrap().len(), 3, "{body}");
-    World { server, settings, schema }
+    (World { server, settings, schema }, body)
 }
 
 impl World {
@@ -303,6 +314,51 @@ async fn invisible_tables_are_never_named() {
     let allowed = call(&hanna, "run_sql", json!({"query": exact})).await;
     assert_eq!(allowed["outcome"]["status"], "success", "{allowed}");
     assert_eq!(allowed["output"][0]["amount"], "5000.00");
+    ann.close().await;
+    hanna.close().await;
+    world.server.stop().await;
+}
+
+/// The conformance finding, as found: `payroll` in two schemas, the
+/// hidden one first on the search path the data source used to set and
+/// visible only with `hr`. A caller without `hr` validates an unqualified
+/// `payroll` against the visible table; what runs must be that table, for
+/// reads and writes, and the trace names it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unqualified_name_never_reaches_a_hidden_table() {
+    let hidden = unique("pilotage_sqlephidden");
+    let visible = unique("pilotage_sqlepvisible");
+    postgres(&format!(
+        "CREATE SCHEMA {hidden}; CREATE SCHEMA {visible};
+         CREATE TABLE {hidden}.payroll (id integer PRIMARY KEY, salary integer NOT NULL);
+         CREATE TABLE {visible}.payroll (id integer PRIMARY KEY, salary integer NOT NULL);
+         INSERT INTO {hidden}.payroll VALUES (1, 900001), (2, 900002);
+         INSERT INTO {visible}.payroll VALUES (1, 100), (2, 200);"
+    ))
+    .await;
+    let visibility = json!({format!("{hidden}.payroll"): ["hr"]});
+    let (world, _) = acme_world(Backend::Sqlite, &[&hidden, &visible], visibility).await;
+    let ann = world.acme("ann", &[]).await;
+    let query = "SELECT salary FROM payroll ORDER BY salary LIMIT 5";
+    let validated = call(&ann, "validate_sql", json!({"query": query})).await;
+    assert_eq!(validated["plan"]["steps"][1]["calls"], format!("{visible}.payroll"), "{validated}");
+    let read = call(&ann, "run_sql", json!({"query": query, "trace_level": "full"})).await;
+    assert_eq!(read["outcome"]["status"], "success", "{read}");
+    assert_eq!(read["output"], json!([{"salary": 100}, {"salary": 200}]));
+    assert_eq!(read["trace"]["steps"][1]["calls"], format!("{visible}.payroll"));
+    let ran = read["trace"]["steps"][0]["input"]["statement"].as_str().unwrap();
+    assert!(ran.contains(&format!("\"{visible}\".\"payroll\"")), "{ran}");
+
+    let update = "UPDATE payroll SET salary = salary + 1 WHERE id = 1";
+    let written = call(&ann, "run_sql", json!({"query": update})).await;
+    assert_eq!(written["outcome"]["status"], "success", "{written}");
+    assert_eq!(scalar(&format!("SELECT sum(salary)::int8 FROM {visible}.payroll")).await, 301);
+    assert_eq!(scalar(&format!("SELECT sum(salary)::int8 FROM {hidden}.payroll")).await, 1_800_003);
+
+    // With `hr`, both tables are visible: the unqualified name is ambiguous.
+    let hanna = world.acme("hanna", &["hr"]).await;
+    let ambiguous = call(&hanna, "validate_sql", json!({"query": query})).await;
+    assert_eq!(codes(&ambiguous), ["ambiguous_table"]);
     ann.close().await;
     hanna.close().await;
     world.server.stop().await;

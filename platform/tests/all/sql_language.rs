@@ -2,19 +2,23 @@
 //! the machine's PostgreSQL (`PILOTAGE_TEST_POSTGRES`, else
 //! postgres://postgres@127.0.0.1:5432/test): the Part I story, every
 //! diagnostic code in both polarities, the known bypasses refused before
-//! any transaction opens, invisible tables kept out of hints, rollback on
-//! failure, caps, introspection, and the figures (validate latency,
-//! introspection time for 500 tables).
+//! any transaction opens, invisible tables kept out of hints and out of
+//! reach of unqualified names, rollback on failure and at commit, caps,
+//! the Run's wall time stopping a statement, introspection, and the
+//! figures (validate latency, introspection time for 500 tables).
 
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use pilotage_platform::catalog::CatalogSnapshot;
+use pilotage_platform::datasource::attached::{AttachedSource, DataSourceSpec};
 use pilotage_platform::datasource::demo::ensure_demo_database;
 use pilotage_platform::datasource::{PostgresConfig, PostgresDataSource};
-use pilotage_platform::engine::Component;
-use pilotage_platform::engine::host::SqlResult;
+use pilotage_platform::engine::bounds::{Bounds, CallBounds};
+use pilotage_platform::engine::host::{CommitError, SqlResult};
+use pilotage_platform::engine::{Component, Engine};
 use pilotage_platform::language::description::ProgramKind;
 use pilotage_platform::language::execution::{self, DataSource, Execution, ExecutionRequest, SqlSession};
 use pilotage_platform::language::lint::lint;
@@ -23,9 +27,11 @@ use pilotage_platform::protocol::catalog::CatalogEntry;
 use pilotage_platform::protocol::diagnostic::Locator;
 use pilotage_platform::protocol::risk::RiskHints;
 use pilotage_platform::protocol::trace::{TraceLevel, at_level};
+use pilotage_platform::service::Tenant;
 use serde_json::{Value, json};
 
-use crate::support::{FnInvoker, assert_schema, engine};
+use crate::endpoint::unique;
+use crate::support::{FnInvoker, assert_schema, engine, test_bounds};
 
 fn admin_url() -> String {
     std::env::var("PILOTAGE_TEST_POSTGRES").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
@@ -131,9 +137,9 @@ struct Counting {
 }
 
 impl DataSource for Counting {
-    fn begin(&self, read_only: bool) -> Result<Box<dyn SqlSession>, String> {
+    fn begin(&self, read_only: bool, deadline: Option<Instant>) -> Result<Box<dyn SqlSession>, String> {
         self.begins.fetch_add(1, Ordering::SeqCst);
-        self.inner.begin(read_only)
+        self.inner.begin(read_only, deadline)
     }
 }
 
@@ -149,12 +155,24 @@ fn execute_on(
     catalog: &CatalogSnapshot,
     source: Arc<dyn DataSource>,
 ) -> (Validated, Execution) {
+    execute_with(sql(), text, input, catalog, source)
+}
+
+/// [`execute_on`] with another load of the component (other bounds).
+fn execute_with(
+    component: &Component,
+    text: &str,
+    input: Option<Value>,
+    catalog: &CatalogSnapshot,
+    source: Arc<dyn DataSource>,
+) -> (Validated, Execution) {
     let program = program(text);
-    let validated = validate_in(text, catalog);
-    let bound = validation::bind_input(sql(), &program, input.as_ref()).expect("bind-input runs");
+    let validated = validation::validate(component, &program, None, catalog).expect("validation runs");
+    assert_schema("ValidateResponse", &serde_json::to_value(&validated.response).unwrap());
+    let bound = validation::bind_input(component, &program, input.as_ref()).expect("bind-input runs");
     assert!(bound.is_empty(), "{bound:?}");
     let execution = execution::execute(
-        sql(),
+        component,
         ExecutionRequest {
             program: &program,
             input: input.as_ref(),
@@ -399,7 +417,7 @@ fn known_bypasses_are_refused_before_reaching_the_database() {
 
 #[test]
 fn a_read_only_plan_runs_in_a_read_only_transaction() {
-    let session = scratch().begin(true).expect("a transaction");
+    let session = scratch().begin(true, None).expect("a transaction");
     let mut session = session;
     let refused = session.query("INSERT INTO pilotage_sqltest.notes (id, body) VALUES (-1, 'x')", &json!([]));
     assert!(refused.unwrap_err().contains("read-only transaction"));
@@ -542,7 +560,7 @@ fn an_unreachable_database_is_a_clear_error() {
     assert!(error.to_string().contains("unreachable at 127.0.0.1:1/test"), "{error}");
     let demo = runtime().block_on(ensure_demo_database("postgres://postgres@127.0.0.1:1/test")).unwrap_err();
     assert!(demo.to_string().contains("unreachable"), "{demo}");
-    assert!(source.begin(true).is_err());
+    assert!(source.begin(true, None).is_err());
 }
 
 #[test]
@@ -615,7 +633,7 @@ fn introspection_of_500_tables() {
 
 #[test]
 fn data_source_results_render_by_column_type() {
-    let mut session = demo().begin(true).unwrap();
+    let mut session = demo().begin(true, None).unwrap();
     let result: SqlResult = session
         .query(
             "SELECT 1::int2 AS a, 2::int8 AS b, 1.5::float8 AS c, 12.30::numeric AS d, true AS e, 'x'::text AS f, \
@@ -648,4 +666,353 @@ fn data_source_results_render_by_column_type() {
     );
     assert_eq!(result.columns[3], ("d".to_owned(), "numeric".to_owned()));
     assert_eq!(result.rows_matched, 1);
+}
+
+/// Two schemas holding a `payroll` each, the `hidden` one first in the
+/// data source's schemas (so first on the `search_path` the data source
+/// used to set) and its table visible only with the scope `hr:payroll`
+/// (or left out by `relations`); the `visible` one second. Salaries tell
+/// the tables apart: 100, 200 visible, 900001, 900002 hidden.
+struct Payrolls {
+    hidden: String,
+    visible: String,
+    tenant: Tenant,
+    source: Arc<AttachedSource>,
+}
+
+impl Payrolls {
+    fn new(allow_list: bool) -> Payrolls {
+        let hidden = unique("pilotage_sqlpathhidden");
+        let visible = unique("pilotage_sqlpathvisible");
+        admin(&format!(
+            "CREATE SCHEMA {hidden}; CREATE SCHEMA {visible};
+             CREATE TABLE {hidden}.payroll (id integer PRIMARY KEY, salary integer NOT NULL);
+             CREATE TABLE {visible}.payroll (id integer PRIMARY KEY, salary integer NOT NULL);
+             INSERT INTO {hidden}.payroll VALUES (1, 900001), (2, 900002);
+             INSERT INTO {visible}.payroll VALUES (1, 100), (2, 200);"
+        ));
+        let mut spec = json!({"schemas": [hidden, visible]});
+        if allow_list {
+            spec["relations"] = json!([format!("{visible}.payroll")]);
+        } else {
+            spec["visibility"] = json!({format!("{hidden}.payroll"): ["hr:payroll"]});
+        }
+        let spec: DataSourceSpec = serde_json::from_value(spec).unwrap();
+        let source =
+            Arc::new(AttachedSource::new("payroll", spec, &admin_url(), runtime().handle().clone()).expect("a source"));
+        let tenant = Tenant::new("payrolls");
+        tenant.attach_data_source(source.clone());
+        runtime().block_on(source.refresh(&tenant)).expect("introspection");
+        Payrolls { hidden, visible, tenant, source }
+    }
+
+    /// The catalog of a caller without `hr:payroll`.
+    fn catalog(&self) -> CatalogSnapshot {
+        self.tenant.with_catalog(|catalog| catalog.snapshot(&BTreeSet::new(), "sql/postgres-15"))
+    }
+
+    fn run(&self, text: &str) -> Execution {
+        let (validated, execution) = execute_on(text, None, &self.catalog(), self.source.source.clone());
+        assert!(validated.response.valid, "{text}: {:?}", validated.response.diagnostics);
+        assert!(execution.outcome.ok, "{text}: {:?} {:?}", execution.outcome, execution.faults);
+        execution
+    }
+
+    fn salaries(&self, schema: &str) -> Vec<i64> {
+        runtime().block_on(async {
+            use sqlx::Connection;
+            let mut connection = sqlx::PgConnection::connect(&admin_url()).await.expect("PostgreSQL is reachable");
+            let query = format!("SELECT salary::int8 FROM {schema}.payroll ORDER BY id");
+            sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(query)).fetch_all(&mut connection).await.unwrap()
+        })
+    }
+}
+
+impl Drop for Payrolls {
+    /// Best effort, never a panic (it may run while a failed test
+    /// unwinds); what is left is swept by the next test process.
+    fn drop(&mut self) {
+        let statements = format!(
+            "SET lock_timeout = '2s'; DROP SCHEMA {} CASCADE; DROP SCHEMA {} CASCADE;",
+            self.hidden, self.visible
+        );
+        runtime().block_on(async {
+            use sqlx::Connection;
+            if let Ok(mut connection) = sqlx::PgConnection::connect(&admin_url()).await {
+                let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(statements)).execute(&mut connection).await;
+            }
+        });
+    }
+}
+
+fn salaries_of(execution: &Execution) -> Vec<i64> {
+    let rows = execution.output.as_ref().unwrap().as_array().unwrap();
+    rows.iter().map(|row| row["salary"].as_i64().unwrap()).collect()
+}
+
+/// The conformance finding: `payroll` validated as the visible table ran
+/// as the hidden one that PostgreSQL's `search_path` found first, and the
+/// trace named the visible one.
+#[test]
+fn an_unqualified_name_reads_the_table_validation_resolved_not_the_search_path_one() {
+    let payrolls = Payrolls::new(false);
+    let (hidden, visible) = (&payrolls.hidden, &payrolls.visible);
+    let ids = payrolls.catalog().ids(None);
+    assert_eq!(ids, [format!("{visible}.payroll")], "the caller sees only the visible table");
+
+    let execution = payrolls.run("SELECT salary FROM payroll ORDER BY salary LIMIT 5");
+    assert_eq!(salaries_of(&execution), [100, 200]);
+    assert_eq!(execution.trace.steps[1].calls.as_deref(), Some(format!("{visible}.payroll").as_str()));
+    let statement = execution.trace.steps[0].input.as_ref().unwrap()["statement"].as_str().unwrap();
+    assert_eq!(statement, format!("SELECT salary FROM \"{visible}\".\"payroll\" ORDER BY salary LIMIT 5"));
+
+    // Column references through the table name still bind, qualified or
+    // not; subqueries and joins are qualified too.
+    let execution = payrolls.run(&format!(
+        "SELECT payroll.salary FROM payroll WHERE payroll.id = 1 AND {visible}.payroll.salary > 0 LIMIT 1"
+    ));
+    assert_eq!(salaries_of(&execution), [100]);
+    let execution = payrolls.run(
+        "SELECT p.salary FROM payroll p JOIN payroll q ON q.id = p.id \
+         WHERE p.salary = (SELECT max(salary) FROM payroll) LIMIT 1",
+    );
+    assert_eq!(salaries_of(&execution), [200]);
+    // A CTE named like the table stays a CTE.
+    let execution = payrolls.run(
+        "WITH payroll AS (SELECT salary + 1 AS salary FROM payroll) SELECT salary FROM payroll ORDER BY salary LIMIT 5",
+    );
+    assert_eq!(salaries_of(&execution), [101, 201]);
+    assert_eq!(payrolls.salaries(hidden), [900001, 900002]);
+}
+
+#[test]
+fn an_unqualified_write_lands_in_the_table_validation_resolved() {
+    let payrolls = Payrolls::new(false);
+    let (hidden, visible) = (&payrolls.hidden, &payrolls.visible);
+    let inserted = payrolls.run("INSERT INTO payroll (id, salary) VALUES (3, 300) RETURNING salary");
+    assert_eq!(salaries_of(&inserted), [300]);
+    payrolls.run("UPDATE payroll SET salary = payroll.salary + 1 WHERE id = 1");
+    payrolls.run("DELETE FROM payroll WHERE id = 2");
+    assert_eq!(payrolls.salaries(visible), [101, 300]);
+    assert_eq!(payrolls.salaries(hidden), [900001, 900002], "the hidden table is untouched");
+    // An upsert's target, and `excluded`, resolve the same way.
+    payrolls.run(
+        "INSERT INTO payroll (id, salary) VALUES (3, 7) ON CONFLICT (id) DO UPDATE SET salary = payroll.salary + excluded.salary",
+    );
+    assert_eq!(payrolls.salaries(visible), [101, 307]);
+    assert_eq!(payrolls.salaries(hidden), [900001, 900002]);
+}
+
+#[test]
+fn the_relations_allow_list_cannot_be_bypassed_through_the_search_path() {
+    let payrolls = Payrolls::new(true);
+    let (hidden, visible) = (&payrolls.hidden, &payrolls.visible);
+    assert_eq!(payrolls.catalog().ids(None), [format!("{visible}.payroll")]);
+    let execution = payrolls.run("SELECT salary FROM payroll ORDER BY salary LIMIT 5");
+    assert_eq!(salaries_of(&execution), [100, 200]);
+    payrolls.run("UPDATE payroll SET salary = 0 WHERE id = 1");
+    assert_eq!(payrolls.salaries(visible), [0, 200]);
+    assert_eq!(payrolls.salaries(hidden), [900001, 900002]);
+}
+
+/// Defence in depth: even a statement the Language never emits, with an
+/// unqualified name, reaches no tenant schema, while built-in functions
+/// and types keep resolving.
+#[test]
+fn a_runs_search_path_holds_no_tenant_schema() {
+    let payrolls = Payrolls::new(false);
+    let mut session = payrolls.source.source.begin(true, None).unwrap();
+    let unqualified = session.query("SELECT salary FROM payroll", &json!([])).unwrap_err();
+    assert!(unqualified.contains("does not exist"), "{unqualified}");
+    session.rollback();
+    let mut session = payrolls.source.source.begin(true, None).unwrap();
+    let path = session.query("SELECT current_setting('search_path') AS p", &json!([])).unwrap();
+    assert_eq!(path.rows, json!([["pg_catalog, pg_temp"]]));
+    let builtins = session
+        .query(
+            "SELECT lower('A') AS l, '1 day'::interval AS i, now()::date <= current_date AS d, $1::int4 + 1 AS n",
+            &json!([1]),
+        )
+        .unwrap();
+    assert_eq!(builtins.rows, json!([["a", "P0M1DT0S", true, 2]]));
+    session.rollback();
+}
+
+/// The sql component on an engine whose execution wall time is 1.5 s.
+fn sql_with_short_wall_time() -> &'static Component {
+    static COMPONENT: OnceLock<Component> = OnceLock::new();
+    COMPONENT.get_or_init(|| {
+        let bounds = Bounds {
+            execution: CallBounds { fuel: test_bounds().execution.fuel, wall_time_ms: 1_500 },
+            ..test_bounds()
+        };
+        Engine::new(bounds, None).unwrap().load(pilotage_platform::bundled::SQL).expect("sql loads")
+    })
+}
+
+/// The slow statement of the wall-time tests, after a quick one.
+const SLOW_SCRIPT: &str =
+    "SELECT count(*) AS n FROM customers; SELECT count(*) AS n FROM orders a, orders b, orders c, order_lines d";
+
+/// Checks a Run stopped at its 1.5 s wall time during `stmt-2`: `timeout`
+/// with the trace so far.
+fn assert_stopped_at_the_deadline(execution: &Execution) {
+    assert_eq!(execution.outcome.status, "timeout", "{:?}", execution.outcome);
+    assert!(!execution.outcome.ok && execution.output.is_none());
+    let error = execution.outcome.error.as_deref().unwrap();
+    assert!(error.contains("wall-time bound of 1500 ms: stmt-2 was stopped"), "{error}");
+    assert!(
+        execution.faults.is_empty() || execution.faults.iter().all(|f| f.contains("time")),
+        "{:?}",
+        execution.faults
+    );
+    let step = |id: &str| execution.trace.steps.iter().find(|s| s.id == id).unwrap_or_else(|| panic!("{id}"));
+    assert!(step("stmt-1").outcome.ok);
+    assert!(!step("stmt-2").outcome.ok);
+    assert!(step("stmt-2").outcome.error.as_deref().unwrap().contains("statement timeout"), "{:?}", step("stmt-2"));
+}
+
+/// The conformance finding: with a 1.5 s execution wall time and a 4 s
+/// statement timeout, a slow statement ran 4 s. Now the data source's
+/// timeout is the time the Run has left.
+#[test]
+fn the_runs_wall_time_stops_a_running_statement() {
+    let component = sql_with_short_wall_time();
+    let mut config = demo().config().clone();
+    config.statement_timeout = Duration::from_secs(4);
+    let source = Arc::new(PostgresDataSource::new(config, runtime().handle().clone()).unwrap());
+    // pg_sleep is not on the allow-list: a cross join that takes minutes.
+    let started = Instant::now();
+    let (validated, execution) = execute_with(component, SLOW_SCRIPT, None, &demo_catalog(), source);
+    let elapsed = started.elapsed();
+    assert!(validated.response.valid);
+    assert!(elapsed >= Duration::from_millis(1_400) && elapsed < Duration::from_millis(2_500), "{elapsed:?}");
+    assert_stopped_at_the_deadline(&execution);
+    assert!(execution.faults.is_empty(), "{:?}", execution.faults);
+    // The data source's own timeout still bounds a Run with time to spare.
+    let mut config = demo().config().clone();
+    config.statement_timeout = Duration::from_millis(300);
+    let quick = Arc::new(PostgresDataSource::new(config, runtime().handle().clone()).unwrap());
+    let (_, execution) = execute_with(component, SLOW_SCRIPT, None, &demo_catalog(), quick);
+    assert_eq!(execution.outcome.status, "rolled_back", "{:?}", execution.outcome);
+}
+
+/// A data source whose slow statement answers only after the Run's
+/// deadline has passed, so the engine stops the component before it can
+/// report: the host's own trace then shows the statements.
+struct LateAnswer(Arc<PostgresDataSource>);
+
+struct LateAnswerSession(Box<dyn SqlSession>, Option<Instant>);
+
+impl DataSource for LateAnswer {
+    fn begin(&self, read_only: bool, deadline: Option<Instant>) -> Result<Box<dyn SqlSession>, String> {
+        Ok(Box::new(LateAnswerSession(self.0.begin(read_only, deadline)?, deadline)))
+    }
+}
+
+impl SqlSession for LateAnswerSession {
+    fn query(&mut self, statement: &str, params: &Value) -> Result<SqlResult, String> {
+        if statement.contains("order_lines") {
+            let late = self.1.expect("a deadline") + Duration::from_millis(100);
+            std::thread::sleep(late.saturating_duration_since(Instant::now()));
+            return Err("canceling statement due to statement timeout (SQLSTATE 57014)".into());
+        }
+        self.0.query(statement, params)
+    }
+    fn commit(self: Box<Self>) -> Result<(), CommitError> {
+        self.0.commit()
+    }
+    fn rollback(self: Box<Self>) {
+        self.0.rollback();
+    }
+}
+
+#[test]
+fn a_statement_stopped_after_the_engine_stopped_the_run_is_in_the_hosts_trace() {
+    let source = Arc::new(LateAnswer(demo().clone()));
+    let (_, execution) = execute_with(sql_with_short_wall_time(), SLOW_SCRIPT, None, &demo_catalog(), source);
+    assert_stopped_at_the_deadline(&execution);
+    let ids: Vec<&str> = execution.trace.steps.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(ids, ["stmt-1", "stmt-2"], "the host's record: statements, without reference sub-steps");
+    assert_eq!(execution.trace.stats, Some(json!({"recorded_by": "host"})));
+    let input = execution.trace.steps[1].input.as_ref().unwrap();
+    assert!(input["statement"].as_str().unwrap().contains("\"pilotage_demo\".\"order_lines\""), "{input}");
+}
+
+/// A scratch schema whose `tickets.event_id` is a deferred foreign key: a
+/// bad one fails at COMMIT, after the statement succeeded.
+fn deferred_schema() -> (String, Arc<PostgresDataSource>) {
+    let schema = unique("pilotage_sqlcommit");
+    admin(&format!(
+        "CREATE SCHEMA {schema};
+         CREATE TABLE {schema}.events (id integer PRIMARY KEY);
+         INSERT INTO {schema}.events VALUES (1);
+         CREATE TABLE {schema}.tickets (id integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+             event_id integer NOT NULL REFERENCES {schema}.events (id) DEFERRABLE INITIALLY DEFERRED, seat text NOT NULL);"
+    ));
+    let source =
+        PostgresDataSource::new(PostgresConfig::new(admin_url(), [schema.clone()]), runtime().handle().clone());
+    (schema, Arc::new(source.unwrap()))
+}
+
+/// The conformance finding: a commit the database refused was reported
+/// `error` ("side effects possible") though nothing persisted.
+#[test]
+fn a_commit_the_database_refuses_ends_the_run_rolled_back() {
+    let (schema, source) = deferred_schema();
+    let catalog = CatalogSnapshot::hashed(runtime().block_on(source.introspect()).unwrap());
+    let insert = "INSERT INTO tickets (event_id, seat) VALUES ($1, $2) RETURNING id";
+    let (_, execution) = execute_on(insert, Some(json!([999, "A1"])), &catalog, source.clone());
+    assert_eq!(execution.outcome.status, "rolled_back", "{:?}", execution.outcome);
+    assert!(!execution.outcome.ok && execution.output.is_none());
+    let error = execution.outcome.error.as_deref().unwrap();
+    assert!(error.contains("23503") && error.contains("nothing persists"), "{error}");
+    assert!(execution.faults.is_empty(), "{:?}", execution.faults);
+    // The trace so far: the statement itself ran.
+    let ids: Vec<&str> = execution.trace.steps.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(ids, ["stmt-1", "stmt-1.ref-1"]);
+    assert!(execution.trace.steps[0].outcome.ok);
+    assert_eq!(admin_value(&format!("SELECT count(*) FROM {schema}.tickets")), 0);
+    // The good polarity commits.
+    let (_, execution) = execute_on(insert, Some(json!([1, "A1"])), &catalog, source.clone());
+    assert_eq!(execution.outcome.status, "success", "{:?}", execution.outcome);
+    assert_eq!(admin_value(&format!("SELECT count(*) FROM {schema}.tickets")), 1);
+    admin(&format!("DROP SCHEMA {schema} CASCADE"));
+}
+
+/// A data source whose COMMIT never answers (the connection failed): the
+/// transaction is rolled back underneath, but the platform cannot know.
+struct LostCommit(Arc<PostgresDataSource>);
+
+struct LostCommitSession(Box<dyn SqlSession>);
+
+impl DataSource for LostCommit {
+    fn begin(&self, read_only: bool, deadline: Option<Instant>) -> Result<Box<dyn SqlSession>, String> {
+        Ok(Box::new(LostCommitSession(self.0.begin(read_only, deadline)?)))
+    }
+}
+
+impl SqlSession for LostCommitSession {
+    fn query(&mut self, statement: &str, params: &Value) -> Result<SqlResult, String> {
+        self.0.query(statement, params)
+    }
+    fn commit(self: Box<Self>) -> Result<(), CommitError> {
+        self.0.rollback();
+        Err(CommitError::Unknown("connection reset during COMMIT".into()))
+    }
+    fn rollback(self: Box<Self>) {
+        self.0.rollback();
+    }
+}
+
+#[test]
+fn a_commit_whose_outcome_is_unknown_ends_the_run_error() {
+    let (schema, source) = deferred_schema();
+    let catalog = CatalogSnapshot::hashed(runtime().block_on(source.introspect()).unwrap());
+    let insert = "INSERT INTO tickets (event_id, seat) VALUES (1, 'B2')";
+    let (_, execution) = execute_on(insert, None, &catalog, Arc::new(LostCommit(source)));
+    assert_eq!(execution.outcome.status, "error", "{:?}", execution.outcome);
+    assert!(execution.outcome.error.as_deref().unwrap().contains("may or may not have been committed"));
+    assert_eq!(execution.trace.steps[0].id, "stmt-1");
+    admin(&format!("DROP SCHEMA {schema} CASCADE"));
 }

@@ -140,6 +140,10 @@ async fn demo_sql(
     Ok(tenant.data_source("sales").map(|s| s.source.target().to_owned()).unwrap_or_default())
 }
 
+/// How long a shutdown waits, after the last tool call answered, before it
+/// closes the sessions (their streams still carry the last answers).
+const ANSWER_LINGER: std::time::Duration = std::time::Duration::from_millis(300);
+
 /// How often data sources are checked for a due catalog refresh.
 const REFRESH_CHECK_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -328,7 +332,28 @@ pub async fn start(settings: Settings) -> Result<Server, StartError> {
     let auth = authenticator(&settings, &platform)?;
     let admin =
         crate::admin::AdminState { platform: platform.clone(), auth, operator_token: settings.admin_token.clone() };
-    let router = app(platform.clone(), EdgeSettings::from_settings(&settings), shutdown.clone(), admin);
+    // MCP sessions close only after the tool calls in flight have answered
+    // (or the grace period is over): closing them at once would drop the
+    // answers of Runs that are still executing.
+    let sessions = CancellationToken::new();
+    let router = app(platform.clone(), EdgeSettings::from_settings(&settings), sessions.clone(), admin);
+    let draining = platform.clone();
+    let token = shutdown.clone();
+    let grace = std::time::Duration::from_millis(settings.request_timeout_ms);
+    tasks.push(tokio::spawn(async move {
+        token.cancelled().await;
+        draining.in_flight().start_draining();
+        if tokio::time::timeout(grace, draining.in_flight().idle()).await.is_err() {
+            tracing::warn!(
+                left = draining.in_flight().count(),
+                "tool calls still running at the end of the grace period"
+            );
+        }
+        // The last answers are queued on their streams; let them reach the
+        // wire before the sessions close.
+        tokio::time::sleep(ANSWER_LINGER).await;
+        sessions.cancel();
+    }));
     let token = shutdown.clone();
     tasks.push(tokio::spawn(async move {
         let serving = axum::serve(listener, router).with_graceful_shutdown(async move { token.cancelled().await });

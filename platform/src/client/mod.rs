@@ -131,7 +131,14 @@ pub struct Connection {
     list_changes: Arc<AtomicU64>,
     /// The server process of a stdio connection; killed when dropped.
     child: Option<tokio::process::Child>,
+    /// How long one request may wait for its answer.
+    timeout: std::time::Duration,
 }
+
+/// How long one request waits for its answer by default: above the
+/// platform's default request timeout, so a slow Run is not cut short, but
+/// a server that vanished mid-request does not hang the client.
+pub const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// The prefix of an endpoint that names a command to run and speak MCP
 /// with over its stdin and stdout, e.g. `stdio:pilotage serve --stdio --demo`.
@@ -159,7 +166,7 @@ impl Connection {
         let transport = StreamableHttpClientTransport::from_config(config);
         let (handler, list_changes) = Handler::pilotage();
         let service = handler.serve(transport).await.map_err(|e| ClientError::Transport(e.to_string()))?;
-        Ok(Connection { service, endpoint: url.to_owned(), list_changes, child: None })
+        Ok(Connection { service, endpoint: url.to_owned(), list_changes, child: None, timeout: CALL_TIMEOUT })
     }
 
     /// Starts `program` with `args` and speaks MCP over its stdin and
@@ -184,7 +191,7 @@ impl Connection {
         let (handler, list_changes) = Handler::pilotage();
         let service = handler.serve((stdout, stdin)).await.map_err(|e| ClientError::Transport(e.to_string()))?;
         let endpoint = format!("{STDIO_PREFIX}{program} {}", args.join(" "));
-        Ok(Connection { service, endpoint, list_changes, child: Some(child) })
+        Ok(Connection { service, endpoint, list_changes, child: Some(child), timeout: CALL_TIMEOUT })
     }
 
     /// Connects to `endpoint`: an `http(s)://` URL, or `stdio:` followed by
@@ -239,7 +246,22 @@ impl Connection {
     /// # Errors
     /// [`ClientError`] when the listing fails.
     pub async fn tools(&self) -> Result<Vec<Tool>, ClientError> {
-        self.service.list_all_tools().await.map_err(service_error)
+        self.bounded("tools/list", self.service.list_all_tools()).await?.map_err(service_error)
+    }
+
+    /// Sets how long one request may wait for its answer (default
+    /// [`CALL_TIMEOUT`]).
+    pub fn with_timeout(mut self, timeout: std::time::Duration) -> Connection {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Waits for `request` at most this connection's timeout: a server
+    /// that went away mid-request is an error, not a hang.
+    async fn bounded<T>(&self, what: &str, request: impl Future<Output = T>) -> Result<T, ClientError> {
+        tokio::time::timeout(self.timeout, request)
+            .await
+            .map_err(|_| ClientError::Transport(format!("{what}: no answer within {} s", self.timeout.as_secs_f64())))
     }
 
     /// Calls a tool and sorts the reply by channel: a result, a request
@@ -253,11 +275,8 @@ impl Connection {
             Value::Object(map) => map,
             _ => JsonObject::new(),
         };
-        let result = self
-            .service
-            .call_tool(CallToolRequestParams::new(name.to_owned()).with_arguments(arguments))
-            .await
-            .map_err(service_error)?;
+        let request = self.service.call_tool(CallToolRequestParams::new(name.to_owned()).with_arguments(arguments));
+        let result = self.bounded(name, request).await?.map_err(service_error)?;
         let Some(structured) = result.structured_content else {
             return Err(ClientError::Shape(format!("{name} returned no structuredContent")));
         };

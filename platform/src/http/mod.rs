@@ -98,7 +98,9 @@ async fn healthz() -> impl IntoResponse {
 }
 
 async fn readyz(State(platform): State<Platform>) -> impl IntoResponse {
-    if platform.store().ping().await {
+    if platform.in_flight().is_draining() {
+        (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n")
+    } else if platform.store().ping().await {
         (StatusCode::OK, "ready\n")
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "the database does not answer\n")

@@ -187,6 +187,7 @@ impl ServerHandler for PilotageServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        let _serving = self.platform.in_flight().enter();
         let context = self.context(&context.extensions)?;
         if let Err(message) = context.tenant.admit_request() {
             // A tenant quota is a bound reached before anything runs.

@@ -317,27 +317,11 @@ pub async fn execute(context: &Context, slot: &Arc<LanguageSlot>, raw: &Value) -
     }
 
     // 5. Execution, within the tenant's quotas (checked before anything
-    // runs, so a refusal is a request error).
+    // runs, so a refusal is a request error). The idempotency claim comes
+    // first: a retry of a request already claimed is answered from the
+    // claim and takes no Run slot, so a burst of identical requests cannot
+    // exhaust the tenant's concurrent-run quota.
     let principal = context.caller.principal.clone();
-    let slot_guard =
-        context.tenant.start_run().map_err(|message| request_error(RequestErrorKind::BoundsExceeded, message))?;
-    let retained = match args.store {
-        Some(explicit) => explicit,
-        None => retention.retains(),
-    };
-    if retained {
-        let limit = context.tenant.quotas().max_stored_run_bytes;
-        let used = context.platform.store().run_bytes_of_tenant(&principal.tenant).await.map_err(|e| internal(&e))?;
-        if used as u64 >= limit {
-            return Err(request_error(
-                RequestErrorKind::BoundsExceeded,
-                format!(
-                    "quota max_stored_run_bytes ({limit}) of tenant '{}' is reached; use store:false or wait for runs to expire",
-                    principal.tenant
-                ),
-            ));
-        }
-    }
     if let Some((key, runnable_hash, input_hash)) = &idempotency {
         let claim = context
             .platform
@@ -358,6 +342,39 @@ pub async fn execute(context: &Context, slot: &Arc<LanguageSlot>, raw: &Value) -
                 return Err(conflict(key));
             }
             return replay(context, key).await;
+        }
+    }
+    // A refusal from here on frees the claim, so the same key can be
+    // retried once the quota allows.
+    let release = async |error: OpError| {
+        if let Some((key, _, _)) = &idempotency {
+            let _ = context.platform.store().idempotency_release(&principal.tenant, &principal.subject, key).await;
+        }
+        error
+    };
+    let slot_guard = match context.tenant.start_run() {
+        Ok(guard) => guard,
+        Err(message) => return Err(release(request_error(RequestErrorKind::BoundsExceeded, message)).await),
+    };
+    let retained = match args.store {
+        Some(explicit) => explicit,
+        None => retention.retains(),
+    };
+    if retained {
+        let limit = context.tenant.quotas().max_stored_run_bytes;
+        let used = match context.platform.store().run_bytes_of_tenant(&principal.tenant).await {
+            Ok(used) => used,
+            Err(error) => return Err(release(internal(&error)).await),
+        };
+        if used as u64 >= limit {
+            return Err(release(request_error(
+                RequestErrorKind::BoundsExceeded,
+                format!(
+                    "quota max_stored_run_bytes ({limit}) of tenant '{}' is reached; use store:false or wait for runs to expire",
+                    principal.tenant
+                ),
+            ))
+            .await);
         }
     }
     let response = run(

@@ -37,6 +37,28 @@ pub fn unique(prefix: &str) -> String {
     format!("{prefix}_{}_{}", std::process::id(), NEXT.fetch_add(1, Ordering::SeqCst))
 }
 
+/// Drops, once per process, the schemas that earlier test processes left
+/// in the shared database: names made by [`unique`] end in `_<pid>_<n>`,
+/// and a schema whose process is gone is nobody's.
+async fn sweep_stale_schemas(connection: &mut sqlx::PgConnection) {
+    static SWEPT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if SWEPT.swap(true, Ordering::SeqCst) || !std::path::Path::new("/proc/self").exists() {
+        return;
+    }
+    let names: Vec<String> =
+        sqlx::query_scalar("SELECT nspname::text FROM pg_namespace WHERE nspname ~ '^pilotage_[a-z_]+_[0-9]+_[0-9]+$'")
+            .fetch_all(&mut *connection)
+            .await
+            .unwrap_or_default();
+    for name in names {
+        let pid = name.rsplit('_').nth(1).unwrap_or_default();
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            let drop = format!("DROP SCHEMA IF EXISTS \"{name}\" CASCADE");
+            let _ = sqlx::query(sqlx::AssertSqlSafe(drop)).execute(&mut *connection).await;
+        }
+    }
+}
+
 /// Creates a fresh PostgreSQL schema and returns a URL whose connections
 /// use it.
 pub async fn postgres_schema() -> String {
@@ -44,6 +66,7 @@ pub async fn postgres_schema() -> String {
     let schema = unique("pilotage_test");
     let mut connection =
         sqlx::PgConnection::connect(&postgres_url()).await.expect("PostgreSQL at 127.0.0.1:5432 (see .ci/run)");
+    sweep_stale_schemas(&mut connection).await;
     sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}"))).execute(&mut connection).await.unwrap();
     let separator = if postgres_url().contains('?') { '&' } else { '?' };
     format!("{}{separator}options=-c%20search_path%3D{schema}", postgres_url())

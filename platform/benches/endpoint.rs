@@ -13,6 +13,10 @@
 //! - `endpoint/validate_10_step_uncached`: `validate_workflow` of the 10-step
 //!   program of `workload/mod.rs`, a distinct program text on every call so
 //!   the platform's validation cache never answers;
+//! - `endpoint/validate_sql_3_join_uncached`: `validate_sql` of a 3-join
+//!   query over the demo sales tables (sql/postgres-15, its data source on
+//!   the machine's PostgreSQL; skipped when that is unreachable), a distinct
+//!   text on every call;
 //! - `endpoint/validate_10_step_cached`: the same program every call (the
 //!   validation cache answers after the first);
 //! - `endpoint/execute_10_step_3_http_unstored`: `run_workflow` of that
@@ -58,6 +62,20 @@ const CLIENTS: usize = 32;
 /// Distinct program texts for uncached validations.
 static NONCE: AtomicU64 = AtomicU64::new(1);
 
+/// The 3-join query of the SQL figure (issue sql/postgres-15), over the
+/// demo sales tables; a distinct comment per call keeps the validation
+/// cache from answering (comments are parsed and dropped).
+fn three_join_query() -> Value {
+    let nonce = NONCE.fetch_add(1, Ordering::Relaxed);
+    json!({"query": format!("/* {nonce} */ SELECT c.name, o.id, l.product, l.quantity * l.unit_price AS amount
+FROM customers c
+JOIN orders o ON o.customer_id = c.id
+JOIN order_lines l ON l.order_id = o.id
+WHERE c.country = $1 AND o.status <> 'cancelled'
+ORDER BY amount DESC
+LIMIT 10")})
+}
+
 fn next_program() -> Value {
     workload::ten_step_program(NONCE.fetch_add(1, Ordering::Relaxed))
 }
@@ -96,8 +114,13 @@ async fn start_server() -> Server {
     let settings = Settings {
         listen: "127.0.0.1:0".parse().expect("an address"),
         data_dir: std::env::temp_dir().join(format!("pilotage-bench-endpoint-{}", std::process::id())),
-        // As the tests: the demo tenant without its sql/postgres-15 data source.
-        demo_postgres: "off".to_owned(),
+        // The demo tenant with its sql/postgres-15 data source on the
+        // machine's PostgreSQL when it answers (the SQL figure is skipped
+        // otherwise); `PILOTAGE_BENCH_SQL=off` leaves it out.
+        demo_postgres: match std::env::var("PILOTAGE_BENCH_SQL").as_deref() {
+            Ok("off") => "off".to_owned(),
+            _ => Settings::default().demo_postgres,
+        },
         ..Settings::default()
     };
     let _ = std::fs::remove_dir_all(&settings.data_dir);
@@ -157,6 +180,20 @@ fn criterion_benches(
             black_box(tool(connection, "validate_workflow", validate_args(next_program())).await);
         })
     });
+    let sql = runtime.block_on(connection.tools()).is_ok_and(|tools| tools.iter().any(|t| t.name == "validate_sql"));
+    if sql {
+        let first = runtime.block_on(tool(connection, "validate_sql", three_join_query()));
+        assert_eq!(first["valid"], json!(true), "{first}");
+        group.bench_function("validate_sql_3_join_uncached", |b| {
+            timed(b, runtime, || async {
+                black_box(tool(connection, "validate_sql", three_join_query()).await);
+            })
+        });
+    } else {
+        eprintln!(
+            "validate_sql_3_join_uncached skipped: the demo tenant has no sql/postgres-15 (PostgreSQL unreachable?)"
+        );
+    }
     group.bench_function("validate_10_step_cached", |b| {
         timed(b, runtime, || async {
             black_box(tool(connection, "validate_workflow", validate_args(workload::ten_step_program(0))).await);

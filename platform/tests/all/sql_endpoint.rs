@@ -328,14 +328,7 @@ async fn invisible_tables_are_never_named() {
 async fn an_unqualified_name_never_reaches_a_hidden_table() {
     let hidden = unique("pilotage_sqlephidden");
     let visible = unique("pilotage_sqlepvisible");
-    postgres(&format!(
-        "CREATE SCHEMA {hidden}; CREATE SCHEMA {visible};
-         CREATE TABLE {hidden}.payroll (id integer PRIMARY KEY, salary integer NOT NULL);
-         CREATE TABLE {visible}.payroll (id integer PRIMARY KEY, salary integer NOT NULL);
-         INSERT INTO {hidden}.payroll VALUES (1, 900001), (2, 900002);
-         INSERT INTO {visible}.payroll VALUES (1, 100), (2, 200);"
-    ))
-    .await;
+    postgres(&crate::sql_language::two_payrolls(&hidden, &visible)).await;
     let visibility = json!({format!("{hidden}.payroll"): ["hr"]});
     let (world, _) = acme_world(Backend::Sqlite, &[&hidden, &visible], visibility).await;
     let ann = world.acme("ann", &[]).await;

@@ -680,17 +680,24 @@ struct Payrolls {
     source: Arc<AttachedSource>,
 }
 
+/// The SQL that creates `payroll` in two schemas with different salaries
+/// (hidden: 900001, 900002; visible: 100, 200), so a test can tell which
+/// one a statement reached.
+pub fn two_payrolls(hidden: &str, visible: &str) -> String {
+    format!(
+        "CREATE SCHEMA {hidden}; CREATE SCHEMA {visible};
+         CREATE TABLE {hidden}.payroll (id integer PRIMARY KEY, salary integer NOT NULL);
+         CREATE TABLE {visible}.payroll (id integer PRIMARY KEY, salary integer NOT NULL);
+         INSERT INTO {hidden}.payroll VALUES (1, 900001), (2, 900002);
+         INSERT INTO {visible}.payroll VALUES (1, 100), (2, 200);"
+    )
+}
+
 impl Payrolls {
     fn new(allow_list: bool) -> Payrolls {
         let hidden = unique("pilotage_sqlpathhidden");
         let visible = unique("pilotage_sqlpathvisible");
-        admin(&format!(
-            "CREATE SCHEMA {hidden}; CREATE SCHEMA {visible};
-             CREATE TABLE {hidden}.payroll (id integer PRIMARY KEY, salary integer NOT NULL);
-             CREATE TABLE {visible}.payroll (id integer PRIMARY KEY, salary integer NOT NULL);
-             INSERT INTO {hidden}.payroll VALUES (1, 900001), (2, 900002);
-             INSERT INTO {visible}.payroll VALUES (1, 100), (2, 200);"
-        ));
+        admin(&two_payrolls(&hidden, &visible));
         let mut spec = json!({"schemas": [hidden, visible]});
         if allow_list {
             spec["relations"] = json!([format!("{visible}.payroll")]);

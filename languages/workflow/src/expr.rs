@@ -11,6 +11,10 @@
 
 use serde_json::Value;
 
+use std::borrow::Cow;
+
+use crate::doc::Doc;
+
 /// Where a path expression starts.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Root {
@@ -115,12 +119,22 @@ pub struct ParseProblem {
     pub message: String,
 }
 
-fn problem(at: Vec<String>, message: impl Into<String>) -> ParseProblem {
-    ParseProblem { at, message: message.into() }
+/// The tokens from a parsed value to a member; member names borrow from
+/// the document, so walking a valid program allocates nothing for them.
+type At<'d> = Vec<Cow<'d, str>>;
+
+fn problem(at: &At<'_>, message: impl Into<String>) -> ParseProblem {
+    ParseProblem { at: at.iter().map(|token| token.to_string()).collect(), message: message.into() }
 }
 
-fn is_name_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || c == '_' || c == '-'
+fn is_name_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'-'
+}
+
+/// One segment as scanned, borrowed from the expression text.
+enum Scanned<'t> {
+    Field(&'t str),
+    Index(usize),
 }
 
 /// Parses a path expression (`$.` followed by segments).
@@ -128,113 +142,106 @@ pub fn parse_path(text: &str) -> Result<PathExpr, String> {
     let Some(rest) = text.strip_prefix("$.") else {
         return Err(format!("'{text}' is not a path expression: it must start with '$.'"));
     };
-    let mut segments = Vec::new();
-    let mut chars = rest.char_indices().peekable();
-    let mut first = true;
-    while let Some(&(start, c)) = chars.peek() {
-        if c == '.' && !first {
-            chars.next();
-            let name_start = start + 1;
-            let mut end = name_start;
-            while let Some(&(i, c)) = chars.peek() {
-                if !is_name_char(c) {
-                    break;
+    // Scanned bytewise over borrowed slices (names are ASCII); only the
+    // segments kept are copied.
+    let bytes = rest.as_bytes();
+    let name_end = |from: usize| from + bytes[from..].iter().take_while(|b| is_name_byte(**b)).count();
+    let mut scanned = Vec::with_capacity(6);
+    let mut at = 0;
+    while at < bytes.len() {
+        let first = at == 0;
+        match bytes[at] {
+            b'.' if !first => {
+                let end = name_end(at + 1);
+                if end == at + 1 {
+                    return Err(format!("'{text}': empty member name after '.'"));
                 }
-                end = i + c.len_utf8();
-                chars.next();
+                scanned.push(Scanned::Field(&rest[at + 1..end]));
+                at = end;
             }
-            if end == name_start {
-                return Err(format!("'{text}': empty member name after '.'"));
+            b'[' => {
+                let Some(close) = rest[at + 1..].find(']') else {
+                    return Err(format!("'{text}': '[' without a closing ']'"));
+                };
+                let digits = &rest[at + 1..at + 1 + close];
+                let index =
+                    digits.parse::<usize>().map_err(|_| format!("'{text}': '[{digits}]' is not an array index"))?;
+                scanned.push(Scanned::Index(index));
+                at += close + 2;
             }
-            segments.push(Segment::Field(rest[name_start..end].to_owned()));
-        } else if c == '[' {
-            chars.next();
-            let mut digits = String::new();
-            while let Some(&(_, c)) = chars.peek() {
-                if c == ']' {
-                    break;
-                }
-                digits.push(c);
-                chars.next();
+            byte if first && is_name_byte(byte) => {
+                let end = name_end(at);
+                scanned.push(Scanned::Field(&rest[at..end]));
+                at = end;
             }
-            if chars.next().map(|(_, c)| c) != Some(']') {
-                return Err(format!("'{text}': '[' without a closing ']'"));
+            _ => {
+                let c = rest[at..].chars().next().unwrap_or('?');
+                return Err(format!("'{text}': unexpected character '{c}'"));
             }
-            let index = digits.parse::<usize>().map_err(|_| format!("'{text}': '[{digits}]' is not an array index"))?;
-            segments.push(Segment::Index(index));
-        } else if first && is_name_char(c) {
-            let mut end = start;
-            while let Some(&(i, c)) = chars.peek() {
-                if !is_name_char(c) {
-                    break;
-                }
-                end = i + c.len_utf8();
-                chars.next();
-            }
-            segments.push(Segment::Field(rest[start..end].to_owned()));
-        } else {
-            return Err(format!("'{text}': unexpected character '{c}'"));
         }
-        first = false;
     }
-    let mut segments = segments.into_iter();
-    let root = match segments.next() {
-        Some(Segment::Field(name)) if name == "input" => Root::Input,
-        Some(Segment::Field(name)) if name == "steps" => {
-            let Some(Segment::Field(id)) = segments.next() else {
+    let mut scanned = scanned.into_iter();
+    let root = match scanned.next() {
+        Some(Scanned::Field("input")) => Root::Input,
+        Some(Scanned::Field("steps")) => {
+            let Some(Scanned::Field(id)) = scanned.next() else {
                 return Err(format!("'{text}': expected '$.steps.<step id>.output'"));
             };
-            match segments.next() {
-                Some(Segment::Field(output)) if output == "output" => Root::Step(id),
+            match scanned.next() {
+                Some(Scanned::Field("output")) => Root::Step(id.to_owned()),
                 _ => return Err(format!("'{text}': a step is read through '.output', as in '$.steps.{id}.output'")),
             }
         }
-        Some(Segment::Field(name)) => Root::Var(name),
+        Some(Scanned::Field(name)) => Root::Var(name.to_owned()),
         _ => return Err(format!("'{text}': expected '$.input', '$.steps.<id>.output' or a loop variable")),
     };
-    Ok(PathExpr { root, segments: segments.collect(), text: text.to_owned() })
+    let segments = scanned
+        .map(|segment| match segment {
+            Scanned::Field(name) => Segment::Field(name.to_owned()),
+            Scanned::Index(index) => Segment::Index(index),
+        })
+        .collect();
+    Ok(PathExpr { root, segments, text: text.to_owned() })
 }
 
 /// Parses a template, collecting every malformed path expression.
-pub fn parse_template(value: &Value, problems: &mut Vec<ParseProblem>) -> Template {
+pub fn parse_template(value: &Doc, problems: &mut Vec<ParseProblem>) -> Template {
     parse_template_at(value, &mut Vec::new(), problems)
 }
 
-fn parse_template_at(value: &Value, at: &mut Vec<String>, problems: &mut Vec<ParseProblem>) -> Template {
+fn parse_template_at<'d>(value: &'d Doc, at: &mut At<'d>, problems: &mut Vec<ParseProblem>) -> Template {
     match value {
-        Value::String(text) if text.starts_with("$.") || text == "$" => match parse_path(text) {
+        Doc::String(text) if text.starts_with("$.") || text == "$" => match parse_path(text) {
             Ok(path) => Template::Path(path),
             Err(message) => {
-                problems.push(problem(at.clone(), message));
+                problems.push(problem(at, message));
                 Template::Literal(Value::Null)
             }
         },
-        Value::Object(map) if map.len() == 1 && map.contains_key("$literal") => {
-            Template::Literal(map["$literal"].clone())
-        }
-        Value::Object(map) => Template::Object(
+        Doc::Object(map) if map.len() == 1 && map[0].0 == "$literal" => Template::Literal(map[0].1.to_value()),
+        Doc::Object(map) => Template::Object(
             map.iter()
                 .map(|(key, member)| {
-                    at.push(key.clone());
+                    at.push(Cow::Borrowed(key));
                     let template = parse_template_at(member, at, problems);
                     at.pop();
-                    (key.clone(), template)
+                    (key.to_string(), template)
                 })
                 .collect(),
         ),
-        Value::Array(items) => Template::Array(
+        Doc::Array(items) => Template::Array(
             items
                 .iter()
                 .enumerate()
                 .map(|(index, item)| {
-                    at.push(index.to_string());
+                    at.push(Cow::Owned(index.to_string()));
                     let template = parse_template_at(item, at, problems);
                     at.pop();
                     template
                 })
                 .collect(),
         ),
-        other => Template::Literal(other.clone()),
+        other => Template::Literal(other.to_value()),
     }
 }
 
@@ -242,50 +249,50 @@ fn parse_template_at(value: &Value, at: &mut Vec<String>, problems: &mut Vec<Par
 pub const CONDITION_OPERATORS: [&str; 10] = ["eq", "ne", "lt", "le", "gt", "ge", "and", "or", "not", "exists"];
 
 /// Parses a condition, collecting every problem.
-pub fn parse_condition(value: &Value, problems: &mut Vec<ParseProblem>) -> Condition {
+pub fn parse_condition(value: &Doc, problems: &mut Vec<ParseProblem>) -> Condition {
     parse_condition_at(value, &mut Vec::new(), problems)
 }
 
-fn parse_condition_at(value: &Value, at: &mut Vec<String>, problems: &mut Vec<ParseProblem>) -> Condition {
+fn parse_condition_at<'d>(value: &'d Doc, at: &mut At<'d>, problems: &mut Vec<ParseProblem>) -> Condition {
     let fallback = Condition::Constant(false);
     let map = match value {
-        Value::Bool(b) => return Condition::Constant(*b),
-        Value::Object(map) if map.len() == 1 => map,
+        Doc::Bool(b) => return Condition::Constant(*b),
+        Doc::Object(map) if map.len() == 1 => map,
         _ => {
             problems.push(problem(
-                at.clone(),
+                at,
                 "a condition is true, false, or an object with exactly one operator: eq, ne, lt, le, gt, ge, and, or, not, exists",
             ));
             return fallback;
         }
     };
     let Some((operator, operand)) = map.iter().next() else { return fallback };
-    at.push(operator.clone());
+    at.push(Cow::Borrowed(operator));
     let condition = if let Some((_, op)) = CompareOp::ALL.iter().find(|(name, _)| name == operator) {
-        match operand.as_array().map(Vec::as_slice) {
+        match operand.as_array() {
             Some([left, right]) => {
-                at.push("0".into());
+                at.push(Cow::Borrowed("0"));
                 let left = parse_template_at(left, at, problems);
                 at.pop();
-                at.push("1".into());
+                at.push(Cow::Borrowed("1"));
                 let right = parse_template_at(right, at, problems);
                 at.pop();
                 Condition::Compare(*op, left, right)
             }
             _ => {
-                problems.push(problem(at.clone(), format!("'{operator}' takes an array of exactly two operands")));
+                problems.push(problem(at, format!("'{operator}' takes an array of exactly two operands")));
                 fallback
             }
         }
     } else {
-        match operator.as_str() {
+        match operator.as_ref() {
             "and" | "or" => match operand.as_array() {
                 Some(items) if !items.is_empty() => {
                     let parts = items
                         .iter()
                         .enumerate()
                         .map(|(index, item)| {
-                            at.push(index.to_string());
+                            at.push(Cow::Owned(index.to_string()));
                             let part = parse_condition_at(item, at, problems);
                             at.pop();
                             part
@@ -294,7 +301,7 @@ fn parse_condition_at(value: &Value, at: &mut Vec<String>, problems: &mut Vec<Pa
                     if operator == "and" { Condition::And(parts) } else { Condition::Or(parts) }
                 }
                 _ => {
-                    problems.push(problem(at.clone(), format!("'{operator}' takes a non-empty array of conditions")));
+                    problems.push(problem(at, format!("'{operator}' takes a non-empty array of conditions")));
                     fallback
                 }
             },
@@ -302,11 +309,11 @@ fn parse_condition_at(value: &Value, at: &mut Vec<String>, problems: &mut Vec<Pa
             "exists" => match operand.as_str().map(parse_path) {
                 Some(Ok(path)) => Condition::Exists(path),
                 Some(Err(message)) => {
-                    problems.push(problem(at.clone(), message));
+                    problems.push(problem(at, message));
                     fallback
                 }
                 None => {
-                    problems.push(problem(at.clone(), "'exists' takes one path expression string"));
+                    problems.push(problem(at, "'exists' takes one path expression string"));
                     fallback
                 }
             },
@@ -316,7 +323,7 @@ fn parse_condition_at(value: &Value, at: &mut Vec<String>, problems: &mut Vec<Pa
                 if let Some(hint) = hint {
                     message.push_str(&format!(" ({hint})"));
                 }
-                problems.push(problem(at.clone(), message));
+                problems.push(problem(at, message));
                 fallback
             }
         }
@@ -480,6 +487,15 @@ fn compare(op: CompareOp, a: &Value, b: &Value) -> Result<bool, String> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    // The parsers read a program document; these tests write JSON values.
+    fn parse_template(value: &Value, problems: &mut Vec<ParseProblem>) -> Template {
+        super::parse_template(&crate::doc::from_value(value), problems)
+    }
+
+    fn parse_condition(value: &Value, problems: &mut Vec<ParseProblem>) -> Condition {
+        super::parse_condition(&crate::doc::from_value(value), problems)
+    }
 
     struct Fixed(Value, Value);
     impl Scope for Fixed {

@@ -6,10 +6,12 @@
 //! `$.input.userId` and `$.steps.profile.output.name`. The spec's own
 //! example programs (Part III §9.3, §9.4) are workflow/v1 programs.
 //!
+//! - [`doc`]: the program document as a borrowed, ordered JSON tree;
 //! - [`program`]: parsing the document, with diagnostics;
 //! - [`expr`]: path expressions, templates and conditions;
 //! - [`validate`]: static checks, scope rules, plan derivation, input binding;
 //! - [`execute`]: the interpreter and its flat trace;
+//! - [`schema`]: the parts of entries' JSON Schemas validation reads;
 //! - [`codes`]: the closed sets, declared once;
 //! - [`describe`]: the Language's self-description and guides.
 //!
@@ -20,13 +22,18 @@
 
 pub mod codes;
 pub mod describe;
+pub mod doc;
 pub mod execute;
 pub mod expr;
 pub mod program;
+pub mod schema;
 pub mod validate;
 
 #[cfg(test)]
 mod tests;
+
+// One fresh instance per call: see the guest SDK's `alloc` module.
+pilotage_guest_sdk::use_language_allocator!();
 
 #[cfg(target_arch = "wasm32")]
 #[allow(unsafe_code)] // wit-bindgen's export glue

@@ -6,7 +6,11 @@ use pilotage_guest_sdk::Diagnostic;
 use pilotage_guest_sdk::diag::{error_at, with_hint};
 use pilotage_guest_sdk::hints::hint;
 use pilotage_guest_sdk::pointer::Path;
-use serde_json::{Map, Value};
+use std::borrow::Cow;
+
+use serde_json::Value;
+
+use crate::doc::{Doc, get};
 
 use crate::codes;
 use crate::expr::{Condition, ParseProblem, PathExpr, Template, parse_condition, parse_path, parse_template};
@@ -106,7 +110,7 @@ const PROGRAM_MEMBERS: [&str; 4] = ["input", "steps", "output", "description"];
 /// the program is usable for further checks even with findings.
 pub fn parse(document: &str) -> (Program, Vec<Diagnostic>) {
     let mut diagnostics = Vec::new();
-    let value: Value = match serde_json::from_str(document) {
+    let value = match Doc::parse(document) {
         Ok(value) => value,
         Err(error) => {
             diagnostics.push(error_at(codes::MALFORMED_PROGRAM, "", format!("the program is not JSON: {error}")));
@@ -122,8 +126,8 @@ pub fn parse(document: &str) -> (Program, Vec<Diagnostic>) {
         return (Program::default(), diagnostics);
     };
     let root = Path::root();
-    for key in map.keys() {
-        if !PROGRAM_MEMBERS.contains(&key.as_str()) {
+    for (key, _) in map {
+        if !PROGRAM_MEMBERS.contains(&key.as_ref()) {
             let diagnostic = error_at(
                 codes::MALFORMED_PROGRAM,
                 root.at(key).pointer(),
@@ -132,9 +136,9 @@ pub fn parse(document: &str) -> (Program, Vec<Diagnostic>) {
             diagnostics.push(with_hint(diagnostic, hint(key, PROGRAM_MEMBERS)));
         }
     }
-    let input = map.get("input").and_then(|declaration| parse_input(declaration, &root.at("input"), &mut diagnostics));
-    let steps = match map.get("steps") {
-        Some(Value::Array(items)) => parse_steps(items, &root.at("steps"), &mut diagnostics),
+    let input = get(map, "input").and_then(|declaration| parse_input(declaration, &root.at("input"), &mut diagnostics));
+    let steps = match get(map, "steps") {
+        Some(Doc::Array(items)) => parse_steps(items, &root.at("steps"), &mut diagnostics),
         Some(_) => {
             diagnostics.push(error_at(codes::MALFORMED_PROGRAM, "/steps", "'steps' must be an array of step objects"));
             Vec::new()
@@ -148,14 +152,16 @@ pub fn parse(document: &str) -> (Program, Vec<Diagnostic>) {
             Vec::new()
         }
     };
-    let output = map.get("output").map(|value| {
-        let path = root.at("output");
-        (template(value, &path, &mut diagnostics), path)
-    });
+    let output =
+        get(map, "output").map(|value| (template(value, &root, "output", &mut diagnostics), root.at("output")));
+    // See `validate::validate`: a component's instance is discarded after
+    // the call, so the document tree is not worth freeing there.
+    #[cfg(target_family = "wasm")]
+    std::mem::forget(value);
     (Program { input, steps, output }, diagnostics)
 }
 
-fn parse_input(declaration: &Value, path: &Path, diagnostics: &mut Vec<Diagnostic>) -> Option<Vec<InputParam>> {
+fn parse_input(declaration: &Doc, path: &Path, diagnostics: &mut Vec<Diagnostic>) -> Option<Vec<InputParam>> {
     let Some(map) = declaration.as_object() else {
         diagnostics.push(error_at(
             codes::BAD_INPUT_DECLARATION,
@@ -182,37 +188,43 @@ fn parse_input(declaration: &Value, path: &Path, diagnostics: &mut Vec<Diagnosti
             diagnostics.push(with_hint(diagnostic, hint(type_name, INPUT_TYPES)));
             continue;
         }
-        params.push(InputParam { name: name.clone(), type_name: type_name.to_owned(), required });
+        params.push(InputParam { name: name.to_string(), type_name: type_name.to_owned(), required });
     }
     Some(params)
 }
 
-fn template(value: &Value, path: &Path, diagnostics: &mut Vec<Diagnostic>) -> Template {
+/// Parses the template at member `member` of the value at `path`.
+fn template(value: &Doc, path: &Path, member: &str, diagnostics: &mut Vec<Diagnostic>) -> Template {
     let mut problems = Vec::new();
     let parsed = parse_template(value, &mut problems);
-    report(problems, path, codes::BAD_EXPRESSION, diagnostics);
+    report(problems, path, member, codes::BAD_EXPRESSION, diagnostics);
     parsed
 }
 
-fn report(problems: Vec<ParseProblem>, path: &Path, code: &str, diagnostics: &mut Vec<Diagnostic>) {
+/// Reports `problems` found in member `member` of the value at `path`.
+fn report(problems: Vec<ParseProblem>, path: &Path, member: &str, code: &str, diagnostics: &mut Vec<Diagnostic>) {
+    if problems.is_empty() {
+        return;
+    }
+    let path = path.at(member);
     for ParseProblem { at, message } in problems {
         let pointer = at.iter().fold(path.clone(), |path, token| path.at(token)).pointer();
         diagnostics.push(error_at(code, pointer, message));
     }
 }
 
-fn parse_steps(items: &[Value], path: &Path, diagnostics: &mut Vec<Diagnostic>) -> Vec<Step> {
-    items.iter().enumerate().filter_map(|(index, item)| parse_step(item, &path.at(index), diagnostics)).collect()
+fn parse_steps(items: &[Doc], path: &Path, diagnostics: &mut Vec<Diagnostic>) -> Vec<Step> {
+    items.iter().enumerate().filter_map(|(index, item)| parse_step(item, path.at(index), diagnostics)).collect()
 }
 
 fn string_member<'v>(
-    map: &'v Map<String, Value>,
+    map: &'v [(Cow<'_, str>, Doc<'_>)],
     name: &str,
     path: &Path,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Option<&'v str> {
-    match map.get(name) {
-        Some(Value::String(text)) => Some(text),
+    match get(map, name) {
+        Some(Doc::String(text)) => Some(text),
         Some(_) => {
             diagnostics.push(error_at(
                 codes::MALFORMED_STEP,
@@ -229,14 +241,14 @@ fn string_member<'v>(
 }
 
 fn step_list(
-    map: &Map<String, Value>,
+    map: &[(Cow<'_, str>, Doc<'_>)],
     name: &str,
     required: bool,
     path: &Path,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Vec<Step> {
-    match map.get(name) {
-        Some(Value::Array(items)) => parse_steps(items, &path.at(name), diagnostics),
+    match get(map, name) {
+        Some(Doc::Array(items)) => parse_steps(items, &path.at(name), diagnostics),
         Some(_) => {
             diagnostics.push(error_at(
                 codes::MALFORMED_STEP,
@@ -257,7 +269,8 @@ fn step_list(
     }
 }
 
-fn parse_step(value: &Value, path: &Path, diagnostics: &mut Vec<Diagnostic>) -> Option<Step> {
+fn parse_step(value: &Doc, owned: Path, diagnostics: &mut Vec<Diagnostic>) -> Option<Step> {
+    let path = &owned;
     let Some(map) = value.as_object() else {
         diagnostics.push(error_at(codes::MALFORMED_STEP, path.pointer(), "a step is an object with 'id' and 'kind'"));
         return None;
@@ -273,9 +286,10 @@ fn parse_step(value: &Value, path: &Path, diagnostics: &mut Vec<Diagnostic>) -> 
         diagnostics.push(with_hint(diagnostic, hint(kind_name, STEP_KINDS)));
         return None;
     }
-    let allowed: Vec<&str> = COMMON_MEMBERS.iter().chain(members_of(kind_name)).copied().collect();
-    for key in map.keys() {
-        if !allowed.contains(&key.as_str()) {
+    let own = members_of(kind_name);
+    for (key, _) in map {
+        if !COMMON_MEMBERS.contains(&key.as_ref()) && !own.contains(&key.as_ref()) {
+            let allowed: Vec<&str> = COMMON_MEMBERS.iter().chain(own).copied().collect();
             let diagnostic = error_at(
                 codes::MALFORMED_STEP,
                 path.at(key).pointer(),
@@ -284,7 +298,7 @@ fn parse_step(value: &Value, path: &Path, diagnostics: &mut Vec<Diagnostic>) -> 
             diagnostics.push(with_hint(diagnostic, hint(key, allowed.iter().copied())));
         }
     }
-    if map.get("description").is_some_and(|d| !d.is_string()) {
+    if get(map, "description").is_some_and(|d| !d.is_string()) {
         diagnostics.push(error_at(
             codes::MALFORMED_STEP,
             path.at("description").pointer(),
@@ -294,8 +308,8 @@ fn parse_step(value: &Value, path: &Path, diagnostics: &mut Vec<Diagnostic>) -> 
     let kind = match kind_name {
         "call" => {
             let capability = string_member(map, "capability", path, diagnostics).unwrap_or("").to_owned();
-            let with = match map.get("with") {
-                Some(value @ Value::Object(_)) => Some(template(value, &path.at("with"), diagnostics)),
+            let with = match get(map, "with") {
+                Some(value @ Doc::Object(_)) => Some(template(value, path, "with", diagnostics)),
                 Some(_) => {
                     diagnostics.push(error_at(
                         codes::MALFORMED_STEP,
@@ -308,19 +322,19 @@ fn parse_step(value: &Value, path: &Path, diagnostics: &mut Vec<Diagnostic>) -> 
             };
             StepKind::Call { capability, with }
         }
-        "set" => match map.get("value") {
-            Some(value) => StepKind::Set { value: template(value, &path.at("value"), diagnostics) },
+        "set" => match get(map, "value") {
+            Some(value) => StepKind::Set { value: template(value, path, "value", diagnostics) },
             None => {
                 diagnostics.push(error_at(codes::MALFORMED_STEP, path.pointer(), "the step needs 'value'"));
                 StepKind::Set { value: Template::Literal(Value::Null) }
             }
         },
         "branch" => {
-            let condition = match map.get("if") {
+            let condition = match get(map, "if") {
                 Some(value) => {
                     let mut problems = Vec::new();
                     let condition = parse_condition(value, &mut problems);
-                    report(problems, &path.at("if"), codes::BAD_CONDITION, diagnostics);
+                    report(problems, path, "if", codes::BAD_CONDITION, diagnostics);
                     condition
                 }
                 None => {
@@ -337,8 +351,8 @@ fn parse_step(value: &Value, path: &Path, diagnostics: &mut Vec<Diagnostic>) -> 
             StepKind::Branch { condition, then_steps, else_steps }
         }
         _ => {
-            let over = match map.get("over") {
-                Some(Value::String(text)) => match parse_path(text) {
+            let over = match get(map, "over") {
+                Some(Doc::String(text)) => match parse_path(text) {
                     Ok(path_expr) => Some(path_expr),
                     Err(message) => {
                         diagnostics.push(error_at(codes::BAD_EXPRESSION, path.at("over").pointer(), message));
@@ -362,9 +376,9 @@ fn parse_step(value: &Value, path: &Path, diagnostics: &mut Vec<Diagnostic>) -> 
                     None
                 }
             };
-            let var = match map.get("as") {
+            let var = match get(map, "as") {
                 None => "item".to_owned(),
-                Some(Value::String(name)) if is_variable_name(name) => name.clone(),
+                Some(Doc::String(name)) if is_variable_name(name) => name.to_string(),
                 Some(other) => {
                     diagnostics.push(error_at(
                         codes::MALFORMED_STEP,
@@ -375,11 +389,11 @@ fn parse_step(value: &Value, path: &Path, diagnostics: &mut Vec<Diagnostic>) -> 
                 }
             };
             let body = step_list(map, "do", true, path, diagnostics);
-            let collect = map.get("collect").map(|value| template(value, &path.at("collect"), diagnostics));
+            let collect = get(map, "collect").map(|value| template(value, path, "collect", diagnostics));
             StepKind::ForEach { over, var, body, collect }
         }
     };
-    Some(Step { id, path: path.clone(), kind })
+    Some(Step { id, path: owned, kind })
 }
 
 fn is_variable_name(name: &str) -> bool {

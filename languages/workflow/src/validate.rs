@@ -13,6 +13,7 @@ use serde_json::Value;
 use crate::codes;
 use crate::expr::{PathExpr, Root, Segment, Template, condition_paths, template_paths};
 use crate::program::{InputParam, Program, Step, StepKind, parse, walk};
+use crate::schema::{ObjectSchema, Types};
 
 /// The caller's visible catalog, as validation and execution see it.
 pub trait Catalog {
@@ -36,6 +37,11 @@ pub fn validate(document: &str, catalog: &dyn Catalog) -> Validation {
     let valid = !diagnostics.iter().any(|d| d.severity == Severity::Error);
     let references = references(&program);
     let plan = valid.then(|| derive_plan(&program, &entries));
+    // Inside a component the instance is discarded when the call returns:
+    // freeing the program's tree would cost instructions and give nothing
+    // back. Native callers (tests, tools) free it as usual.
+    #[cfg(target_family = "wasm")]
+    std::mem::forget((program, entries));
     Validation { diagnostics, plan, references, statements: Vec::new() }
 }
 
@@ -45,20 +51,32 @@ pub fn references(program: &Program) -> Vec<String> {
     walk(&program.steps)
         .into_iter()
         .filter_map(|step| match &step.kind {
-            StepKind::Call { capability, .. } if !capability.is_empty() => Some(capability.clone()),
+            StepKind::Call { capability, .. } if !capability.is_empty() => Some(capability.as_str()),
             _ => None,
         })
-        .filter(|id| seen.insert(id.clone()))
+        .filter(|id| seen.insert(*id))
+        .map(str::to_owned)
         .collect()
+}
+
+/// Where a path expression sits: a member of the value at a path (`""`:
+/// the value itself). The pointer text is built only for a finding.
+#[derive(Clone, Copy)]
+struct Place<'a>(&'a Path, &'a str);
+
+impl Place<'_> {
+    fn pointer(self) -> String {
+        if self.1.is_empty() { self.0.pointer() } else { self.0.at(self.1).pointer() }
+    }
 }
 
 /// Where a step sits: the names addressable there.
 #[derive(Clone, Default)]
-struct Env {
+struct Env<'p> {
     /// Step ids whose output is addressable.
-    visible: BTreeSet<String>,
+    visible: BTreeSet<&'p str>,
     /// Loop variables in scope.
-    vars: BTreeSet<String>,
+    vars: BTreeSet<&'p str>,
 }
 
 struct Checker<'p, 'd> {
@@ -71,8 +89,12 @@ struct Checker<'p, 'd> {
     all_vars: BTreeSet<&'p str>,
     /// Catalog entries of call steps that resolved.
     entries: BTreeMap<String, CatalogEntry>,
+    /// Their input schemas, decoded once per validation.
+    inputs: BTreeMap<String, Option<ObjectSchema>>,
+    /// Their output schemas, decoded when a path first reads a field.
+    outputs: BTreeMap<String, Option<ObjectSchema>>,
     /// `set` steps whose value some path reads.
-    read: BTreeSet<String>,
+    read: BTreeSet<&'p str>,
 }
 
 impl<'p, 'd> Checker<'p, 'd> {
@@ -101,7 +123,17 @@ impl<'p, 'd> Checker<'p, 'd> {
                 all_vars.insert(var.as_str());
             }
         }
-        Checker { program, catalog, diagnostics, steps, all_vars, entries: BTreeMap::new(), read: BTreeSet::new() }
+        Checker {
+            program,
+            catalog,
+            diagnostics,
+            steps,
+            all_vars,
+            entries: BTreeMap::new(),
+            inputs: BTreeMap::new(),
+            outputs: BTreeMap::new(),
+            read: BTreeSet::new(),
+        }
     }
 
     fn run(mut self) -> BTreeMap<String, CatalogEntry> {
@@ -109,10 +141,11 @@ impl<'p, 'd> Checker<'p, 'd> {
         self.sequence(&self.program.steps, &mut env);
         if let Some((output, path)) = &self.program.output {
             let env = env.clone();
-            self.template(output, path, &env);
+            self.template(output, Place(path, ""), &env);
         }
         for step in walk(&self.program.steps) {
-            if matches!(step.kind, StepKind::Set { .. }) && !step.id.is_empty() && !self.read.contains(&step.id) {
+            if matches!(step.kind, StepKind::Set { .. }) && !step.id.is_empty() && !self.read.contains(step.id.as_str())
+            {
                 self.diagnostics.push(warning_at(
                     codes::UNUSED_VALUE,
                     step.path.pointer(),
@@ -123,26 +156,26 @@ impl<'p, 'd> Checker<'p, 'd> {
         self.entries
     }
 
-    fn sequence(&mut self, steps: &'p [Step], env: &mut Env) {
+    fn sequence(&mut self, steps: &'p [Step], env: &mut Env<'p>) {
         for step in steps {
             self.step(step, env);
             // A step's output is addressable by the steps after it.
-            env.visible.insert(step.id.clone());
+            env.visible.insert(step.id.as_str());
         }
     }
 
-    fn step(&mut self, step: &'p Step, env: &Env) {
+    fn step(&mut self, step: &'p Step, env: &Env<'p>) {
         match &step.kind {
             StepKind::Call { capability, with } => {
                 if let Some(with) = with {
-                    self.template(with, &step.path.at("with"), env);
+                    self.template(with, Place(&step.path, "with"), env);
                 }
                 self.call(step, capability, with.as_ref());
             }
-            StepKind::Set { value } => self.template(value, &step.path.at("value"), env),
+            StepKind::Set { value } => self.template(value, Place(&step.path, "value"), env),
             StepKind::Branch { condition, then_steps, else_steps } => {
                 for path in condition_paths(condition) {
-                    self.path(path, &step.path.at("if"), env);
+                    self.path(path, Place(&step.path, "if"), env);
                 }
                 // Arm-local values stay in their arm (Scope rules).
                 self.sequence(then_steps, &mut env.clone());
@@ -150,44 +183,44 @@ impl<'p, 'd> Checker<'p, 'd> {
             }
             StepKind::ForEach { over, var, body, collect } => {
                 if let Some(over) = over {
-                    self.path(over, &step.path.at("over"), env);
+                    self.path(over, Place(&step.path, "over"), env);
                 }
                 let mut inner = env.clone();
-                inner.vars.insert(var.clone());
+                inner.vars.insert(var.as_str());
                 self.sequence(body, &mut inner);
                 if let Some(collect) = collect {
-                    self.template(collect, &step.path.at("collect"), &inner);
+                    self.template(collect, Place(&step.path, "collect"), &inner);
                 }
             }
         }
     }
 
-    fn template(&mut self, template: &'p Template, at: &Path, env: &Env) {
+    fn template(&mut self, template: &'p Template, at: Place<'_>, env: &Env<'p>) {
         for path in template_paths(template) {
             self.path(path, at, env);
         }
     }
 
-    fn path(&mut self, path: &PathExpr, at: &Path, env: &Env) {
-        let pointer = at.pointer();
+    fn path(&mut self, path: &'p PathExpr, at: Place<'_>, env: &Env<'p>) {
+        // The pointer is built only for a finding: most paths are fine.
         match &path.root {
-            Root::Input => self.input_path(path, &pointer),
+            Root::Input => self.input_path(path, at),
             Root::Step(id) => {
                 if !self.steps.contains_key(id.as_str()) {
                     let names: Vec<&str> = self.steps.keys().copied().collect();
                     let diagnostic = error_at(
                         codes::UNKNOWN_STEP_REFERENCE,
-                        pointer,
+                        at.pointer(),
                         format!("{} names step '{id}', which the program does not have", path.text),
                     );
                     self.diagnostics.push(with_hint(diagnostic, hint(id, names)));
                     return;
                 }
-                if !env.visible.contains(id) {
+                if !env.visible.contains(id.as_str()) {
                     self.diagnostics.push(with_hint(
                         error_at(
                             codes::SCOPE_VIOLATION,
-                            pointer,
+                            at.pointer(),
                             format!("{} reads step '{id}', which is not addressable here", path.text),
                         ),
                         Some(
@@ -197,25 +230,25 @@ impl<'p, 'd> Checker<'p, 'd> {
                     ));
                     return;
                 }
-                self.read.insert(id.clone());
-                self.output_field(id, path, &pointer);
+                self.read.insert(id.as_str());
+                self.output_field(id, path, at);
             }
             Root::Var(name) => {
-                if env.vars.contains(name) {
+                if env.vars.contains(name.as_str()) {
                     return;
                 }
                 if self.all_vars.contains(name.as_str()) {
                     self.diagnostics.push(error_at(
                         codes::SCOPE_VIOLATION,
-                        pointer,
+                        at.pointer(),
                         format!("{} reads loop variable '{name}' outside its loop body", path.text),
                     ));
                 } else {
                     let mut roots = vec!["input", "steps"];
-                    roots.extend(env.vars.iter().map(String::as_str));
+                    roots.extend(env.vars.iter().copied());
                     let diagnostic = error_at(
                         codes::BAD_EXPRESSION,
-                        pointer,
+                        at.pointer(),
                         format!(
                             "{} starts with '{name}', which is neither input, steps nor a loop variable in scope",
                             path.text
@@ -227,7 +260,7 @@ impl<'p, 'd> Checker<'p, 'd> {
         }
     }
 
-    fn input_path(&mut self, path: &PathExpr, pointer: &str) {
+    fn input_path(&mut self, path: &PathExpr, at: Place<'_>) {
         let Some(declared) = &self.program.input else { return };
         let Some(Segment::Field(name)) = path.segments.first() else { return };
         if declared.iter().any(|param| &param.name == name) {
@@ -236,127 +269,116 @@ impl<'p, 'd> Checker<'p, 'd> {
         let names: Vec<&str> = declared.iter().map(|param| param.name.as_str()).collect();
         let diagnostic = error_at(
             codes::UNDECLARED_INPUT,
-            pointer,
+            at.pointer(),
             format!("{} reads input '{name}', which the program's 'input' does not declare", path.text),
         );
         self.diagnostics.push(with_hint(diagnostic, hint(name, names)));
     }
 
-    fn output_field(&mut self, id: &str, path: &PathExpr, pointer: &str) {
+    fn output_field(&mut self, id: &str, path: &PathExpr, at: Place<'_>) {
         let Some(Segment::Field(field)) = path.segments.first() else { return };
         let Some(step) = self.steps.get(id) else { return };
         let StepKind::Call { capability, .. } = &step.kind else { return };
-        let Some(entry) = self.entries.get(capability) else { return };
-        let Some(schema) = entry.output_schema.as_deref().and_then(|text| serde_json::from_str::<Value>(text).ok())
-        else {
-            return;
-        };
-        let Some(properties) = schema.get("properties").and_then(Value::as_object) else { return };
-        if properties.contains_key(field) {
+        if !self.outputs.contains_key(capability) {
+            let Some(entry) = self.entries.get(capability) else { return };
+            let schema = entry.output_schema.as_deref().and_then(ObjectSchema::parse);
+            self.outputs.insert(capability.clone(), schema);
+        }
+        let Some(Some(schema)) = self.outputs.get(capability) else { return };
+        if schema.properties.is_none() || schema.property(field).is_some() {
             return;
         }
         let diagnostic = warning_at(
             codes::UNKNOWN_OUTPUT_FIELD,
-            pointer,
+            at.pointer(),
             format!("{} reads '{field}', which the output_schema of '{capability}' does not list", path.text),
         );
-        self.diagnostics.push(with_hint(diagnostic, hint(field, properties.keys().map(String::as_str))));
+        let hint = hint(field, schema.property_names());
+        self.diagnostics.push(with_hint(diagnostic, hint));
     }
 
     fn call(&mut self, step: &Step, capability: &str, with: Option<&Template>) {
         if capability.is_empty() {
             return;
         }
-        let at = step.path.at("capability").pointer();
-        let Some(entry) = self.catalog.get(capability) else {
-            let ids = self.catalog.ids();
-            let diagnostic = error_at(codes::UNKNOWN_CAPABILITY, at, format!("unknown capability '{capability}'"));
-            self.diagnostics.push(with_hint(diagnostic, hint(capability, ids.iter().map(String::as_str))));
-            return;
-        };
-        if !is_callable(&entry.kind) {
-            self.diagnostics.push(error_at(
-                codes::NOT_CALLABLE,
-                at,
-                format!("'{capability}' is a '{}' entry, which cannot be called", entry.kind),
-            ));
-            return;
-        }
-        if let Some(schema) = entry.input_schema.as_deref().and_then(|text| serde_json::from_str::<Value>(text).ok()) {
-            self.arguments(step, capability, &schema, with);
-        }
-        self.entries.insert(capability.to_owned(), entry);
-    }
-
-    fn arguments(&mut self, step: &Step, capability: &str, schema: &Value, with: Option<&Template>) {
-        let with_path = step.path.at("with");
-        let empty = Vec::new();
-        let members = match with {
-            Some(Template::Object(members)) => members,
-            _ => &empty,
-        };
-        let properties = schema.get("properties").and_then(Value::as_object);
-        let required = schema.get("required").and_then(Value::as_array).cloned().unwrap_or_default();
-        for name in required.iter().filter_map(Value::as_str) {
-            if !members.iter().any(|(key, _)| key == name) {
-                let at = if with.is_some() { with_path.pointer() } else { step.path.pointer() };
+        if !self.inputs.contains_key(capability) {
+            let at = || step.path.at("capability").pointer();
+            let Some(entry) = self.catalog.get(capability) else {
+                let ids = self.catalog.ids();
+                let diagnostic =
+                    error_at(codes::UNKNOWN_CAPABILITY, at(), format!("unknown capability '{capability}'"));
+                self.diagnostics.push(with_hint(diagnostic, hint(capability, ids.iter().map(String::as_str))));
+                return;
+            };
+            if !is_callable(&entry.kind) {
                 self.diagnostics.push(error_at(
-                    codes::ARGUMENT_MISMATCH,
-                    at,
-                    format!("'{capability}' requires argument '{name}' in 'with'"),
+                    codes::NOT_CALLABLE,
+                    at(),
+                    format!("'{capability}' is a '{}' entry, which cannot be called", entry.kind),
                 ));
+                return;
             }
+            // Decoded once per entry, however many steps call it.
+            let input = entry.input_schema.as_deref().and_then(ObjectSchema::parse);
+            self.inputs.insert(capability.to_owned(), input);
+            self.entries.insert(capability.to_owned(), entry);
         }
-        let closed = schema.get("additionalProperties") == Some(&Value::Bool(false));
-        for (name, argument) in members {
-            let declared = properties.and_then(|p| p.get(name));
-            match declared {
-                None if closed => {
-                    let names =
-                        properties.map(|p| p.keys().map(String::as_str).collect::<Vec<_>>()).unwrap_or_default();
-                    let diagnostic = error_at(
-                        codes::ARGUMENT_MISMATCH,
-                        with_path.at(name).pointer(),
-                        format!("'{capability}' takes no argument '{name}'"),
-                    );
-                    self.diagnostics.push(with_hint(diagnostic, hint(name, names)));
-                }
-                Some(property) => {
-                    if let Template::Literal(value) = argument
-                        && let Some(expected) = type_mismatch(property, value)
-                    {
-                        self.diagnostics.push(error_at(
-                            codes::ARGUMENT_MISMATCH,
-                            with_path.at(name).pointer(),
-                            format!("argument '{name}' of '{capability}' must be {expected}, found {value}"),
-                        ));
-                    }
-                }
-                None => {}
-            }
+        if let Some(Some(schema)) = self.inputs.get(capability) {
+            let findings = arguments(step, capability, schema, with);
+            self.diagnostics.extend(findings);
         }
     }
 }
 
-/// The expected type when a literal does not match a property schema's
-/// `type`; `None` when it matches or the schema says nothing.
-fn type_mismatch(property: &Value, value: &Value) -> Option<String> {
-    let types: Vec<&str> = match property.get("type") {
-        Some(Value::String(name)) => vec![name.as_str()],
-        Some(Value::Array(names)) => names.iter().filter_map(Value::as_str).collect(),
-        _ => return None,
+/// Findings of the arguments in `with` against the entry's input schema.
+fn arguments(step: &Step, capability: &str, schema: &ObjectSchema, with: Option<&Template>) -> Vec<Diagnostic> {
+    let mut diagnostics = Vec::new();
+    let with_path = || step.path.at("with");
+    let members: &[(String, Template)] = match with {
+        Some(Template::Object(members)) => members,
+        _ => &[],
     };
-    let fits = |name: &str| match name {
-        "string" => value.is_string(),
-        "number" => value.is_number(),
-        "integer" => value.as_i64().is_some() || value.as_u64().is_some(),
-        "boolean" => value.is_boolean(),
-        "object" => value.is_object(),
-        "array" => value.is_array(),
-        "null" => value.is_null(),
-        _ => true,
-    };
-    if types.iter().any(|name| fits(name)) { None } else { Some(format!("of type {}", types.join(" or "))) }
+    for name in &schema.required {
+        if !members.iter().any(|(key, _)| key == name) {
+            let at = if with.is_some() { with_path().pointer() } else { step.path.pointer() };
+            diagnostics.push(error_at(
+                codes::ARGUMENT_MISMATCH,
+                at,
+                format!("'{capability}' requires argument '{name}' in 'with'"),
+            ));
+        }
+    }
+    for (name, argument) in members {
+        match schema.property(name) {
+            None if schema.closed => {
+                let diagnostic = error_at(
+                    codes::ARGUMENT_MISMATCH,
+                    with_path().at(name).pointer(),
+                    format!("'{capability}' takes no argument '{name}'"),
+                );
+                diagnostics.push(with_hint(diagnostic, hint(name, schema.property_names())));
+            }
+            Some(property) => {
+                if let Template::Literal(value) = argument
+                    && let Some(expected) = type_mismatch(&property.types, value)
+                {
+                    diagnostics.push(error_at(
+                        codes::ARGUMENT_MISMATCH,
+                        with_path().at(name).pointer(),
+                        format!("argument '{name}' of '{capability}' must be {expected}, found {value}"),
+                    ));
+                }
+            }
+            None => {}
+        }
+    }
+    diagnostics
+}
+
+/// The expected type when a literal does not match a property's declared
+/// `type`; `None` when it matches or the schema declares no type.
+fn type_mismatch(types: &Types, value: &Value) -> Option<String> {
+    if types.fits(value) { None } else { Some(format!("of type {}", types.names().collect::<Vec<_>>().join(" or "))) }
 }
 
 fn derive_plan(program: &Program, entries: &BTreeMap<String, CatalogEntry>) -> Plan {
@@ -454,13 +476,6 @@ pub fn bind_input(document: &str, input: Option<&Value>) -> Vec<Diagnostic> {
 }
 
 fn fits_param(param: &InputParam, value: &Value) -> bool {
-    match param.type_name.as_str() {
-        "string" => value.is_string(),
-        "number" => value.is_number(),
-        "integer" => value.as_i64().is_some() || value.as_u64().is_some(),
-        "boolean" => value.is_boolean(),
-        "object" => value.is_object(),
-        "array" => value.is_array(),
-        _ => true,
-    }
+    // `any` (the one input type that is not a JSON type) fits everything.
+    crate::schema::is_of_type(&param.type_name, value).unwrap_or(true)
 }

@@ -1,0 +1,390 @@
+//! The parts of a catalog entry's JSON Schemas that validation reads:
+//! an object schema's property names, their declared `type`, `required`
+//! and `additionalProperties: false`.
+//!
+//! Decoded straight from the schema text with serde, skipping every other
+//! keyword without building a `serde_json::Value` tree: validation reads
+//! each resolved entry's schemas once per call, and decoding whole trees
+//! per path expression was most of a validation's cost.
+
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+/// An object schema as validation sees it. A schema that is not an
+/// object schema (or not JSON) decodes to `None` at [`ObjectSchema::parse`]
+/// and validation checks nothing against it.
+#[derive(Debug, Default, Deserialize)]
+pub struct ObjectSchema {
+    /// Declared properties, in the schema's member order (close-match
+    /// hints list them in that order). `None` when `properties` is absent
+    /// or not an object.
+    #[serde(default, deserialize_with = "properties")]
+    pub properties: Option<Vec<(String, Property)>>,
+    /// Names in `required` (non-string items are ignored).
+    #[serde(default, deserialize_with = "strings")]
+    pub required: Vec<String>,
+    /// True only for `"additionalProperties": false`.
+    #[serde(default, rename = "additionalProperties", deserialize_with = "is_false")]
+    pub closed: bool,
+}
+
+/// One declared property.
+#[derive(Debug, Default)]
+pub struct Property {
+    /// Its `type` (a string or an array of strings); empty when the
+    /// property declares no type or is not an object schema.
+    pub types: Types,
+}
+
+/// The JSON types a `type` keyword can name, in the order messages list
+/// them.
+pub const JSON_TYPES: [&str; 7] = ["string", "number", "integer", "boolean", "object", "array", "null"];
+
+/// Whether `value` is of the JSON type `name` (one of [`JSON_TYPES`]);
+/// `None` for any other name.
+pub fn is_of_type(name: &str, value: &serde_json::Value) -> Option<bool> {
+    Some(match name {
+        "string" => value.is_string(),
+        "number" => value.is_number(),
+        "integer" => value.as_i64().is_some() || value.as_u64().is_some(),
+        "boolean" => value.is_boolean(),
+        "object" => value.is_object(),
+        "array" => value.is_array(),
+        "null" => value.is_null(),
+        _ => return None,
+    })
+}
+
+/// A declared `type` as a set of [`JSON_TYPES`]. A name outside them makes
+/// the set accept anything, as an unknown type cannot be checked.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Types {
+    /// Bit `i` set: `JSON_TYPES[i]` is named.
+    named: u8,
+    /// Some name is not a JSON type.
+    other: bool,
+}
+
+impl Types {
+    /// Adds one type name.
+    pub fn insert(&mut self, name: &str) {
+        match JSON_TYPES.iter().position(|known| *known == name) {
+            Some(index) => self.named |= 1 << index,
+            None => self.other = true,
+        }
+    }
+
+    /// Whether no type is named.
+    pub fn is_empty(&self) -> bool {
+        self.named == 0 && !self.other
+    }
+
+    /// Whether `value` is of a named type (always, when the set is empty or
+    /// names a type validation does not know).
+    pub fn fits(&self, value: &serde_json::Value) -> bool {
+        if self.is_empty() || self.other {
+            return true;
+        }
+        self.names().any(|name| is_of_type(name, value) != Some(false))
+    }
+
+    /// The named JSON types, in [`JSON_TYPES`] order.
+    pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        JSON_TYPES.iter().enumerate().filter(|(index, _)| self.named & (1 << index) != 0).map(|(_, name)| *name)
+    }
+}
+
+impl<'de> Deserialize<'de> for Property {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct PropertyVisitor;
+        impl<'de> Visitor<'de> for PropertyVisitor {
+            type Value = Property;
+            fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+                formatter.write_str("a property schema")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Property, A::Error> {
+                let mut property = Property::default();
+                while let Some(key) = map.next_key_seed(crate::doc::KeySeed)? {
+                    if key == "type" {
+                        map.next_value_seed(TypesSeed(&mut property.types))?;
+                    } else {
+                        map.next_value::<Skip>()?;
+                    }
+                }
+                Ok(property)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Property, A::Error> {
+                while seq.next_element::<Skip>()?.is_some() {}
+                Ok(Property::default())
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Property, E> {
+                Ok(Property::default())
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Property, E> {
+                Ok(Property::default())
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Property, E> {
+                Ok(Property::default())
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Property, E> {
+                Ok(Property::default())
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<Property, E> {
+                Ok(Property::default())
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Property, E> {
+                Ok(Property::default())
+            }
+        }
+        deserializer.deserialize_any(PropertyVisitor)
+    }
+}
+
+impl ObjectSchema {
+    /// Decodes `text`; `None` when it is not JSON or not an object.
+    pub fn parse(text: &str) -> Option<ObjectSchema> {
+        serde_json::from_str(text).ok()
+    }
+
+    /// The declared property `name`.
+    pub fn property(&self, name: &str) -> Option<&Property> {
+        self.properties.as_ref()?.iter().find(|(key, _)| key == name).map(|(_, property)| property)
+    }
+
+    /// Every declared property name, in order.
+    pub fn property_names(&self) -> impl Iterator<Item = &str> {
+        self.properties.iter().flatten().map(|(name, _)| name.as_str())
+    }
+}
+
+/// Anything: a visitor result that means "not the expected shape".
+struct Skip;
+
+impl<'de> Deserialize<'de> for Skip {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        IgnoredAny::deserialize(deserializer).map(|_| Skip)
+    }
+}
+
+/// `properties`: an object of property schemas, in order; any other JSON
+/// value gives `None`.
+fn properties<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Vec<(String, Property)>>, D::Error> {
+    struct Properties;
+    impl<'de> Visitor<'de> for Properties {
+        type Value = Option<Vec<(String, Property)>>;
+        fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+            formatter.write_str("an object of property schemas")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::new();
+            while let Some(name) = map.next_key::<String>()? {
+                // A property schema that is not an object (e.g. `true`)
+                // declares no type.
+                let property = map.next_value::<Property>()?;
+                out.push((name, property));
+            }
+            Ok(Some(out))
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            while seq.next_element::<Skip>()?.is_some() {}
+            Ok(None)
+        }
+        fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+    }
+    deserializer.deserialize_any(Properties)
+}
+
+/// A string, or an array whose string items are kept; anything else gives
+/// no names.
+fn strings<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, D::Error> {
+    StringsSeed.deserialize(deserializer)
+}
+
+/// Reads a `type` keyword into a [`Types`]: a string, or an array whose
+/// string items count; anything else names nothing.
+struct TypesSeed<'t>(&'t mut Types);
+
+impl<'de> DeserializeSeed<'de> for TypesSeed<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for TypesSeed<'_> {
+    type Value = ();
+    fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+        formatter.write_str("a type name or an array of type names")
+    }
+    fn visit_str<E: de::Error>(self, name: &str) -> Result<(), E> {
+        self.0.insert(name);
+        Ok(())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element_seed(TypeItem(&mut *self.0))?.is_some() {}
+        Ok(())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while map.next_entry::<Skip, Skip>()?.is_some() {}
+        Ok(())
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+}
+
+/// One item of a `type` array: a name, or something that names nothing.
+struct TypeItem<'t>(&'t mut Types);
+
+impl<'de> DeserializeSeed<'de> for TypeItem<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        match Lenient::<String>::deserialize(deserializer)?.0 {
+            Some(name) => self.0.insert(&name),
+            None => {}
+        }
+        Ok(())
+    }
+}
+
+/// [`strings`] as a seed, for use inside a hand-written visitor.
+struct StringsSeed;
+
+impl<'de> de::DeserializeSeed<'de> for StringsSeed {
+    type Value = Vec<String>;
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Vec<String>, D::Error> {
+        deserializer.deserialize_any(Strings)
+    }
+}
+
+struct Strings;
+
+impl<'de> Visitor<'de> for Strings {
+    type Value = Vec<String>;
+    fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+        formatter.write_str("a string or an array of strings")
+    }
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<Self::Value, E> {
+        Ok(vec![text.to_owned()])
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut out = Vec::new();
+        while let Some(item) = seq.next_element::<Lenient<String>>()? {
+            out.extend(item.0);
+        }
+        Ok(out)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map.next_entry::<Skip, Skip>()?.is_some() {}
+        Ok(Vec::new())
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(Vec::new())
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(Vec::new())
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(Vec::new())
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(Vec::new())
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Vec::new())
+    }
+}
+
+/// `additionalProperties`: true only for the literal `false`.
+fn is_false<'de, D: Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
+    Ok(matches!(Lenient::<bool>::deserialize(deserializer)?.0, Some(false)))
+}
+
+/// A `T`, or `None` when the JSON value has another shape; the value is
+/// consumed either way, so one odd member does not void the schema.
+struct Lenient<T>(Option<T>);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Lenient<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        // serde_json's deserializer cannot rewind, so the shape is decided
+        // by a buffered copy only for the small values schemas hold here.
+        let value = serde_json::Value::deserialize(deserializer)?;
+        Ok(Lenient(T::deserialize(value).ok()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_properties_in_order_with_their_types() {
+        let schema = ObjectSchema::parse(
+            r#"{"type":"object","properties":{"b":{"type":"string","minLength":1},"a":{"type":["integer","null"]},"c":{}},
+                "required":["b",3],"additionalProperties":false,"$comment":{"x":[1,2]}}"#,
+        )
+        .unwrap();
+        assert_eq!(schema.property_names().collect::<Vec<_>>(), ["b", "a", "c"]);
+        let a = schema.property("a").unwrap().types;
+        assert_eq!(a.names().collect::<Vec<_>>(), ["integer", "null"]);
+        assert!(a.fits(&serde_json::json!(3)) && a.fits(&serde_json::Value::Null) && !a.fits(&serde_json::json!("3")));
+        assert_eq!(schema.property("b").unwrap().types.names().collect::<Vec<_>>(), ["string"]);
+        assert!(schema.property("c").unwrap().types.is_empty());
+        assert_eq!(schema.required, ["b"]);
+        assert!(schema.closed);
+    }
+
+    #[test]
+    fn an_unknown_type_name_accepts_anything() {
+        let schema =
+            ObjectSchema::parse(r#"{"properties":{"p":{"type":["string","decimal"]},"q":{"type":"bool"}}}"#).unwrap();
+        for name in ["p", "q"] {
+            let types = schema.property(name).unwrap().types;
+            assert!(!types.is_empty() && types.fits(&serde_json::json!(1)) && types.fits(&serde_json::json!({})));
+        }
+    }
+
+    #[test]
+    fn odd_shapes_check_nothing_instead_of_failing() {
+        let schema = ObjectSchema::parse(r#"{"properties":[1],"required":"x","additionalProperties":{}}"#).unwrap();
+        assert!(schema.properties.is_none());
+        assert_eq!(schema.required, ["x"]);
+        assert!(!schema.closed);
+        let schema = ObjectSchema::parse(r#"{"properties":{"p":true,"q":{"type":7}}}"#).unwrap();
+        assert!(schema.property("p").unwrap().types.is_empty());
+        assert!(schema.property("q").unwrap().types.is_empty());
+        assert!(ObjectSchema::parse("true").is_none());
+        assert!(ObjectSchema::parse("not json").is_none());
+    }
+}

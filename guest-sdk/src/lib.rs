@@ -13,6 +13,8 @@
 //!   `closed-sets` guide from the same tables the code uses, so the guide
 //!   cannot drift from the engine (Part II §5.2).
 //! - [`diag`]: small constructors for diagnostics and outcomes.
+//! - `alloc` (WebAssembly only): an allocator suited to one fresh instance
+//!   per call, installed with [`use_language_allocator!`].
 //!
 //! The platform checks what it can rather than trusting the component: it
 //! computes `valid`, recomputes `max_risk_hints`, rewrites undeclared codes
@@ -26,6 +28,8 @@
 //! export_language!(MyLanguage);
 //! ```
 
+#[cfg(all(target_family = "wasm", not(target_feature = "atomics")))]
+pub mod alloc;
 pub mod closed_sets;
 pub mod diag;
 pub mod hints;
@@ -62,4 +66,17 @@ pub use bindings::pilotage::language::types::{
 pub mod host {
     pub use crate::bindings::pilotage::language::catalog::{get as catalog_get, ids as catalog_ids};
     pub use crate::bindings::pilotage::language::effects::{invoke, log, now};
+}
+
+/// Installs the guest SDK's allocator (`alloc::LanguageAllocator`, talc fed
+/// from an arena in the initial memory) as the component's global
+/// allocator. Expands to nothing outside single-threaded WebAssembly, so
+/// native tests keep the system allocator.
+#[macro_export]
+macro_rules! use_language_allocator {
+    () => {
+        #[cfg(all(target_family = "wasm", not(target_feature = "atomics")))]
+        #[global_allocator]
+        static LANGUAGE_ALLOCATOR: $crate::alloc::LanguageAllocator = $crate::alloc::language_allocator();
+    };
 }

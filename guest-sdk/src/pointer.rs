@@ -20,10 +20,12 @@ where
     PointerBuf::from_tokens(tokens.into_iter().map(|token| token.as_ref().to_owned())).to_string()
 }
 
-/// A pointer under construction, for walking nested programs.
+/// A pointer under construction, for walking nested programs. Held as the
+/// escaped pointer text, so extending it is one string copy (a parser makes
+/// one per step and member it visits).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Path {
-    tokens: Vec<String>,
+    pointer: PointerBuf,
 }
 
 impl Path {
@@ -34,14 +36,14 @@ impl Path {
 
     /// This path extended by one member name or index.
     pub fn at(&self, token: impl ToString) -> Path {
-        let mut tokens = self.tokens.clone();
-        tokens.push(token.to_string());
-        Path { tokens }
+        let mut pointer = self.pointer.clone();
+        pointer.push_back(token.to_string());
+        Path { pointer }
     }
 
     /// The RFC 6901 text.
     pub fn pointer(&self) -> String {
-        pointer(&self.tokens)
+        self.pointer.as_str().to_owned()
     }
 }
 
@@ -56,6 +58,7 @@ mod tests {
 
     #[test]
     fn paths_extend_without_changing_the_parent() {
+        assert_eq!(Path::root().at("a~b").at("c/d").pointer(), "/a~0b/c~1d");
         let steps = Path::root().at("steps");
         assert_eq!(steps.at(2).at("with").pointer(), "/steps/2/with");
         assert_eq!(steps.pointer(), "/steps");

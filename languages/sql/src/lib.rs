@@ -54,6 +54,9 @@ pub mod validate;
 #[cfg(test)]
 mod tests;
 
+// One fresh instance per call: see the guest SDK's `alloc` module.
+pilotage_guest_sdk::use_language_allocator!();
+
 #[cfg(target_arch = "wasm32")]
 #[allow(unsafe_code)] // wit-bindgen's export glue
 mod component {

@@ -270,9 +270,8 @@ struct TypeItem<'t>(&'t mut Types);
 impl<'de> DeserializeSeed<'de> for TypeItem<'_> {
     type Value = ();
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
-        match Lenient::<String>::deserialize(deserializer)?.0 {
-            Some(name) => self.0.insert(&name),
-            None => {}
+        if let Some(name) = Lenient::<String>::deserialize(deserializer)?.0 {
+            self.0.insert(&name);
         }
         Ok(())
     }

@@ -108,35 +108,18 @@ impl<'de> Deserialize<'de> for Property {
                 let mut property = Property::default();
                 while let Some(key) = map.next_key_seed(crate::doc::KeySeed)? {
                     if key == "type" {
-                        map.next_value_seed(TypesSeed(&mut property.types))?;
+                        for name in map.next_value_seed(StringsSeed)? {
+                            property.types.insert(&name);
+                        }
                     } else {
-                        map.next_value::<Skip>()?;
+                        map.next_value::<IgnoredAny>()?;
                     }
                 }
                 Ok(property)
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Property, A::Error> {
-                while seq.next_element::<Skip>()?.is_some() {}
-                Ok(Property::default())
-            }
-            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Property, E> {
-                Ok(Property::default())
-            }
-            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Property, E> {
-                Ok(Property::default())
-            }
-            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Property, E> {
-                Ok(Property::default())
-            }
-            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Property, E> {
-                Ok(Property::default())
-            }
-            fn visit_str<E: de::Error>(self, _: &str) -> Result<Property, E> {
-                Ok(Property::default())
-            }
-            fn visit_unit<E: de::Error>(self) -> Result<Property, E> {
-                Ok(Property::default())
-            }
+            // A property schema that is not an object (e.g. `true`)
+            // declares no type.
+            other_shapes!(Property::default(), str, seq);
         }
         deserializer.deserialize_any(PropertyVisitor)
     }
@@ -159,14 +142,47 @@ impl ObjectSchema {
     }
 }
 
-/// Anything: a visitor result that means "not the expected shape".
-struct Skip;
-
-impl<'de> Deserialize<'de> for Skip {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        IgnoredAny::deserialize(deserializer).map(|_| Skip)
-    }
+/// The visitor methods for the JSON shapes a schema member may have but
+/// validation cannot use: each consumes the value and answers `$fallback`.
+/// Scalars always; `str`, `seq`, `map` when named.
+macro_rules! other_shapes {
+    ($fallback:expr $(, $shape:ident)*) => {
+        fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+            Ok($fallback)
+        }
+        fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+            Ok($fallback)
+        }
+        fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+            Ok($fallback)
+        }
+        fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+            Ok($fallback)
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok($fallback)
+        }
+        $(other_shapes!(@ $shape, $fallback);)*
+    };
+    (@ str, $fallback:expr) => {
+        fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+            Ok($fallback)
+        }
+    };
+    (@ seq, $fallback:expr) => {
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Ok($fallback)
+        }
+    };
+    (@ map, $fallback:expr) => {
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+            Ok($fallback)
+        }
+    };
 }
+use other_shapes;
 
 /// `properties`: an object of property schemas, in order; any other JSON
 /// value gives `None`.
@@ -180,35 +196,11 @@ fn properties<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Vec<(
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
             let mut out = Vec::new();
             while let Some(name) = map.next_key::<String>()? {
-                // A property schema that is not an object (e.g. `true`)
-                // declares no type.
-                let property = map.next_value::<Property>()?;
-                out.push((name, property));
+                out.push((name, map.next_value::<Property>()?));
             }
             Ok(Some(out))
         }
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-            while seq.next_element::<Skip>()?.is_some() {}
-            Ok(None)
-        }
-        fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
+        other_shapes!(None, str, seq);
     }
     deserializer.deserialize_any(Properties)
 }
@@ -219,77 +211,17 @@ fn strings<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, D:
     StringsSeed.deserialize(deserializer)
 }
 
-/// Reads a `type` keyword into a [`Types`]: a string, or an array whose
-/// string items count; anything else names nothing.
-struct TypesSeed<'t>(&'t mut Types);
+/// [`strings`] as a seed, for use inside a hand-written visitor.
+struct StringsSeed;
 
-impl<'de> DeserializeSeed<'de> for TypesSeed<'_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+impl<'de> DeserializeSeed<'de> for StringsSeed {
+    type Value = Vec<String>;
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Vec<String>, D::Error> {
         deserializer.deserialize_any(self)
     }
 }
 
-impl<'de> Visitor<'de> for TypesSeed<'_> {
-    type Value = ();
-    fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
-        formatter.write_str("a type name or an array of type names")
-    }
-    fn visit_str<E: de::Error>(self, name: &str) -> Result<(), E> {
-        self.0.insert(name);
-        Ok(())
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while seq.next_element_seed(TypeItem(&mut *self.0))?.is_some() {}
-        Ok(())
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        while map.next_entry::<Skip, Skip>()?.is_some() {}
-        Ok(())
-    }
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
-        Ok(())
-    }
-}
-
-/// One item of a `type` array: a name, or something that names nothing.
-struct TypeItem<'t>(&'t mut Types);
-
-impl<'de> DeserializeSeed<'de> for TypeItem<'_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
-        if let Some(name) = Lenient::<String>::deserialize(deserializer)?.0 {
-            self.0.insert(&name);
-        }
-        Ok(())
-    }
-}
-
-/// [`strings`] as a seed, for use inside a hand-written visitor.
-struct StringsSeed;
-
-impl<'de> de::DeserializeSeed<'de> for StringsSeed {
-    type Value = Vec<String>;
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Vec<String>, D::Error> {
-        deserializer.deserialize_any(Strings)
-    }
-}
-
-struct Strings;
-
-impl<'de> Visitor<'de> for Strings {
+impl<'de> Visitor<'de> for StringsSeed {
     type Value = Vec<String>;
     fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
         formatter.write_str("a string or an array of strings")
@@ -304,25 +236,7 @@ impl<'de> Visitor<'de> for Strings {
         }
         Ok(out)
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        while map.next_entry::<Skip, Skip>()?.is_some() {}
-        Ok(Vec::new())
-    }
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(Vec::new())
-    }
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(Vec::new())
-    }
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(Vec::new())
-    }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(Vec::new())
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(Vec::new())
-    }
+    other_shapes!(Vec::new(), map);
 }
 
 /// `additionalProperties`: true only for the literal `false`.

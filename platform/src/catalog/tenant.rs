@@ -8,7 +8,7 @@
 //! happen on every request.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
 
@@ -32,6 +32,24 @@ pub struct StoredEntry {
     /// Hash of the entry's defined fields, `revision` excluded.
     #[serde(skip)]
     hash: [u8; 32],
+    /// The schemas as JSON text, made on first use.
+    #[serde(skip)]
+    schema_text: SchemaText,
+}
+
+/// An entry's `input_schema` and `output_schema` as JSON text. Every
+/// validation that resolves the entry hands its schemas to the Language as
+/// text; serializing them on each call was a measurable share of a
+/// validation, so the text is made once per stored entry (entries are
+/// immutable: a change stores a new entry).
+#[derive(Clone, Debug, Default)]
+struct SchemaText(OnceLock<(Option<String>, Option<String>)>);
+
+/// A cache, not part of the entry's value.
+impl PartialEq for SchemaText {
+    fn eq(&self, _: &SchemaText) -> bool {
+        true
+    }
 }
 
 impl StoredEntry {
@@ -40,7 +58,16 @@ impl StoredEntry {
         visibility.sort();
         visibility.dedup();
         let hash = entry_hash(&entry);
-        StoredEntry { entry, visibility, binding, hash }
+        StoredEntry { entry, visibility, binding, hash, schema_text: SchemaText::default() }
+    }
+
+    /// `(input_schema, output_schema)` as compact JSON text, computed on
+    /// the first call and kept.
+    pub fn schema_text(&self) -> &(Option<String>, Option<String>) {
+        self.schema_text.0.get_or_init(|| {
+            let text = |schema: &Option<serde_json::Value>| schema.as_ref().map(serde_json::Value::to_string);
+            (text(&self.entry.input_schema), text(&self.entry.output_schema))
+        })
     }
 
     /// Whether a caller holding `scopes` sees this entry.

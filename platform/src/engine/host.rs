@@ -278,7 +278,7 @@ impl run_types::Host for HostState {}
 
 impl catalog::Host for HostState {
     fn get(&mut self, id: String) -> Option<types::CatalogEntry> {
-        self.call.catalog.get(&id).map(entry_to_wit)
+        self.call.catalog.get_stored(&id).map(|stored| entry_to_wit(stored))
     }
 
     fn ids(&mut self, kind: Option<String>) -> Vec<String> {
@@ -347,14 +347,16 @@ pub fn hints_from_wit(hints: types::RiskHints) -> protocol::risk::RiskHints {
     }
 }
 
-fn entry_to_wit(entry: &protocol::catalog::CatalogEntry) -> types::CatalogEntry {
+fn entry_to_wit(stored: &crate::catalog::StoredEntry) -> types::CatalogEntry {
+    let entry = &stored.entry;
+    let (input_schema, output_schema) = stored.schema_text().clone();
     types::CatalogEntry {
         id: entry.id.clone(),
         kind: entry.kind.clone(),
         name: entry.name.clone(),
         description: entry.description.clone(),
-        input_schema: entry.input_schema.as_ref().map(|schema| schema.to_string()),
-        output_schema: entry.output_schema.as_ref().map(|schema| schema.to_string()),
+        input_schema,
+        output_schema,
         risk: entry.risk.clone(),
         risk_hints: hints_to_wit(entry.risk_hints),
         tags: entry.tags.clone(),

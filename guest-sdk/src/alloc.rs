@@ -1,34 +1,33 @@
-//! An allocator for Language components: talc, fed first from an arena in
-//! the component's initial memory, then from `memory.grow` in large steps.
+//! An allocator for Language components: a bump arena in the component's
+//! initial memory, then talc over memory obtained with `memory.grow` in
+//! large steps.
 //!
-//! Why: the platform runs every call in a fresh instance. The standard
-//! library's allocator (dlmalloc) starts empty and grows linear memory in
-//! 64 KiB steps; each `memory.grow` is a host call that changes page
-//! protections (a system call and a TLB shootdown), and the host undoes it
-//! when the instance is released. Measured on a 10-step workflow
-//! validation, those growths cost more wall time than the Language's own
-//! work. An arena placed in the initial memory (zero-filled, so it adds
-//! nothing to the component's size) serves a typical call without growing
-//! at all; a call that needs more grows in steps of [`GROW_STEP_BYTES`], so
-//! the host's memory bound still applies.
+//! Why: the platform runs every call in a fresh instance and discards it
+//! afterwards, so memory a call frees is rarely worth reusing. The
+//! standard library's allocator (dlmalloc) starts empty and grows linear
+//! memory in 64 KiB steps; each `memory.grow` is a host call that changes
+//! page protections, and the host undoes it when the instance is released.
+//! Measured on a 10-step workflow validation, those growths cost more wall
+//! time than the Language's own work, and a general-purpose allocator's
+//! bookkeeping (bins, headers, coalescing) was the largest single item of
+//! the Language's own time.
+//!
+//! So a call first allocates by bumping a pointer through an arena placed
+//! in the initial memory (zero-filled, so it adds nothing to the
+//! component's size): an allocation is an alignment and an addition, the
+//! most recent allocation can grow or shrink in place (a growing vector
+//! usually is the most recent one), and freeing it gives its bytes back;
+//! any other free in the arena is ignored. A call that outruns the arena
+//! (a long run, a very large program) continues on talc, which reuses what
+//! is freed, over memory grown in steps of [`GROW_STEP_BYTES`], so the
+//! host's memory bound still applies and at most [`ARENA_BYTES`] are ever
+//! left unreused.
 //!
 //! A Language opts in with one line at its crate root:
 //!
 //! ```text
 //! pilotage_guest_sdk::use_language_allocator!();
 //! ```
-
-#![allow(unsafe_code)] // an allocator hands out raw memory
-
-use core::alloc::Layout;
-use core::mem::MaybeUninit;
-use core::ptr::NonNull;
-
-use talc::base::Talc;
-use talc::base::binning::Binning;
-use talc::cell::TalcSyncCell;
-use talc::source::Source;
-use talc::wasm::WasmBinning;
 
 /// Bytes of the arena in the initial memory.
 pub const ARENA_BYTES: usize = 2 << 20;
@@ -37,80 +36,247 @@ pub const ARENA_BYTES: usize = 2 << 20;
 /// failed request needs).
 pub const GROW_STEP_BYTES: usize = 1 << 20;
 
-const PAGE_BYTES: usize = 64 << 10;
-
-/// The arena: zero-initialised static memory (`.bss`), so it is part of the
-/// initial linear memory without being stored in the component.
-static mut ARENA: [MaybeUninit<u8>; ARENA_BYTES] = [MaybeUninit::uninit(); ARENA_BYTES];
-
-/// Where talc's memory comes from: the arena once, then `memory.grow`.
-#[derive(Debug, Default)]
-pub struct ArenaThenGrow {
-    arena_claimed: bool,
-    /// The end of the heap talc last claimed or extended from growth, to
-    /// extend it when the next growth is contiguous.
-    grown_end: Option<NonNull<u8>>,
+/// A bump arena over the addresses `[start, end)`: the arithmetic of the
+/// allocator, kept free of raw memory so it is tested natively.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bump {
+    /// The first address not handed out.
+    next: usize,
+    /// The end of the arena.
+    end: usize,
+    /// The start of the most recent live allocation, which may be resized
+    /// in place or given back.
+    last: Option<usize>,
 }
 
-impl ArenaThenGrow {
-    /// The source before any memory is claimed.
-    pub const fn new() -> Self {
-        ArenaThenGrow { arena_claimed: false, grown_end: None }
+impl Bump {
+    /// An empty arena over `[start, start + bytes)`.
+    pub const fn new(start: usize, bytes: usize) -> Bump {
+        Bump { next: start, end: start + bytes, last: None }
+    }
+
+    /// Whether `address` lies in the arena.
+    pub fn contains(&self, address: usize, start: usize) -> bool {
+        (start..self.end).contains(&address)
+    }
+
+    /// The address of `size` bytes aligned to `align` (a power of two), or
+    /// `None` when the arena cannot hold them.
+    pub fn allocate(&mut self, size: usize, align: usize) -> Option<usize> {
+        let at = self.next.checked_add(align - 1)? & !(align - 1);
+        let end = at.checked_add(size)?;
+        if end > self.end {
+            return None;
+        }
+        self.next = end;
+        self.last = Some(at);
+        Some(at)
+    }
+
+    /// Resizes the allocation at `address` to `new_size` in place when it
+    /// is the most recent one and the arena has room; `false` otherwise
+    /// (the caller moves it).
+    pub fn resize_in_place(&mut self, address: usize, new_size: usize) -> bool {
+        if self.last != Some(address) {
+            return false;
+        }
+        match address.checked_add(new_size) {
+            Some(end) if end <= self.end => {
+                self.next = end;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Frees the allocation at `address`: its bytes come back when it is
+    /// the most recent one; otherwise nothing happens.
+    pub fn free(&mut self, address: usize) {
+        if self.last == Some(address) {
+            self.next = address;
+            self.last = None;
+        }
     }
 }
 
-// SAFETY: `acquire` only touches the allocator through the `talc` it is
-// given, claims the arena exactly once (nothing else references `ARENA`),
-// and claims grown memory only from pages `memory.grow` just added, which
-// nothing else owns.
-unsafe impl Source for ArenaThenGrow {
-    fn acquire<B: Binning>(talc: &mut Talc<Self, B>, layout: Layout) -> Result<(), ()> {
-        if !talc.source.arena_claimed {
-            talc.source.arena_claimed = true;
-            let base = (&raw mut ARENA).cast::<u8>();
-            // SAFETY: the arena is static, unused by anything else, and
-            // claimed once.
-            if unsafe { talc.claim(base, ARENA_BYTES) }.is_some() {
+#[cfg(all(target_family = "wasm", not(target_feature = "atomics")))]
+pub use wasm::{LanguageAllocator, language_allocator};
+
+#[cfg(all(target_family = "wasm", not(target_feature = "atomics")))]
+#[allow(unsafe_code)] // an allocator hands out raw memory
+mod wasm {
+    use core::alloc::{GlobalAlloc, Layout};
+    use core::cell::Cell;
+    use core::mem::MaybeUninit;
+    use core::ptr::NonNull;
+
+    use talc::base::Talc;
+    use talc::base::binning::Binning;
+    use talc::cell::TalcSyncCell;
+    use talc::source::Source;
+    use talc::wasm::WasmBinning;
+
+    use super::{ARENA_BYTES, Bump, GROW_STEP_BYTES};
+
+    const PAGE_BYTES: usize = 64 << 10;
+
+    /// The arena: zero-initialised static memory (`.bss`), so it is part of
+    /// the initial linear memory without being stored in the component.
+    static mut ARENA: [MaybeUninit<u8>; ARENA_BYTES] = [MaybeUninit::uninit(); ARENA_BYTES];
+
+    fn arena_start() -> usize {
+        (&raw const ARENA).addr()
+    }
+
+    /// Where talc's memory comes from: `memory.grow` only (the arena is the
+    /// bump allocator's).
+    #[derive(Debug, Default)]
+    pub struct Grow {
+        /// The end of the heap talc last claimed or extended, to extend it
+        /// when the next growth is contiguous.
+        grown_end: Option<NonNull<u8>>,
+    }
+
+    // SAFETY: `acquire` only touches the allocator through the `talc` it is
+    // given and claims only pages `memory.grow` just added, which nothing
+    // else owns.
+    unsafe impl Source for Grow {
+        fn acquire<B: Binning>(talc: &mut Talc<Self, B>, layout: Layout) -> Result<(), ()> {
+            // Room for the request, talc's chunk metadata and alignment.
+            let needed = layout.size().saturating_add(layout.align()).saturating_add(256);
+            let bytes = needed.max(GROW_STEP_BYTES).div_ceil(PAGE_BYTES) * PAGE_BYTES;
+            let previous_pages = match core::arch::wasm32::memory_grow(0, bytes / PAGE_BYTES) {
+                usize::MAX => return Err(()),
+                previous => previous,
+            };
+            let base = (previous_pages * PAGE_BYTES) as *mut u8;
+            let end = base.wrapping_add(bytes);
+            if let Some(old_end) = talc.source.grown_end.take()
+                && old_end.as_ptr() == base
+            {
+                // SAFETY: `old_end` ends a heap talc owns and the pages from
+                // there to `end` were just added by `memory.grow`.
+                talc.source.grown_end = Some(unsafe { talc.extend(old_end, end) });
                 return Ok(());
             }
+            // SAFETY: the pages `[base, end)` were just added by `memory.grow`.
+            talc.source.grown_end = unsafe { talc.claim(base, bytes) };
+            if talc.source.grown_end.is_some() { Ok(()) } else { Err(()) }
         }
-        // Room for the request, talc's chunk metadata and alignment.
-        let needed = layout.size().saturating_add(layout.align()).saturating_add(256);
-        let bytes = needed.max(GROW_STEP_BYTES).div_ceil(PAGE_BYTES) * PAGE_BYTES;
-        let previous_pages = grow(bytes / PAGE_BYTES).ok_or(())?;
-        let base = (previous_pages * PAGE_BYTES) as *mut u8;
-        let end = base.wrapping_add(bytes);
-        if let Some(old_end) = talc.source.grown_end.take()
-            && old_end.as_ptr() == base
-        {
-            // SAFETY: `old_end` ends a heap talc owns and the pages from
-            // there to `end` were just added by `memory.grow`.
-            talc.source.grown_end = Some(unsafe { talc.extend(old_end, end) });
-            return Ok(());
+    }
+
+    /// The allocator [`use_language_allocator!`](crate::use_language_allocator)
+    /// installs: the bump arena, then talc.
+    pub struct LanguageAllocator {
+        /// `None` until first use (the arena's address is not a constant).
+        bump: Cell<Option<Bump>>,
+        talc: TalcSyncCell<Grow, WasmBinning>,
+    }
+
+    // SAFETY: compiled only for WebAssembly without threads: one thread
+    // ever touches the allocator.
+    unsafe impl Sync for LanguageAllocator {}
+
+    /// A new allocator (for the `#[global_allocator]` static).
+    pub const fn language_allocator() -> LanguageAllocator {
+        LanguageAllocator { bump: Cell::new(None), talc: TalcSyncCell::new_wasm(Grow { grown_end: None }) }
+    }
+
+    impl LanguageAllocator {
+        fn with_bump<R>(&self, f: impl FnOnce(&mut Bump) -> R) -> R {
+            let mut bump = self.bump.get().unwrap_or(Bump::new(arena_start(), ARENA_BYTES));
+            let result = f(&mut bump);
+            self.bump.set(Some(bump));
+            result
         }
-        // SAFETY: the pages `[base, end)` were just added by `memory.grow`.
-        talc.source.grown_end = unsafe { talc.claim(base, bytes) };
-        if talc.source.grown_end.is_some() { Ok(()) } else { Err(()) }
+
+        fn in_arena(ptr: *mut u8) -> bool {
+            (arena_start()..arena_start() + ARENA_BYTES).contains(&ptr.addr())
+        }
+
+        /// The arena's memory at `address` (an address the bump handed out).
+        fn arena_ptr(address: usize) -> *mut u8 {
+            (&raw mut ARENA).cast::<u8>().wrapping_add(address - arena_start())
+        }
+    }
+
+    // SAFETY: arena addresses come from `Bump`, which hands out disjoint,
+    // aligned ranges inside `ARENA` (nothing else references it); every
+    // other pointer is talc's and goes back to talc.
+    unsafe impl GlobalAlloc for LanguageAllocator {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            match self.with_bump(|bump| bump.allocate(layout.size(), layout.align())) {
+                Some(address) => Self::arena_ptr(address),
+                // SAFETY: the caller's contract for `alloc`.
+                None => unsafe { self.talc.alloc(layout) },
+            }
+        }
+
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            if Self::in_arena(ptr) {
+                self.with_bump(|bump| bump.free(ptr.addr()));
+            } else {
+                // SAFETY: a pointer outside the arena came from talc.
+                unsafe { self.talc.dealloc(ptr, layout) }
+            }
+        }
+
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            if !Self::in_arena(ptr) {
+                // SAFETY: a pointer outside the arena came from talc.
+                return unsafe { self.talc.realloc(ptr, layout, new_size) };
+            }
+            if self.with_bump(|bump| bump.resize_in_place(ptr.addr(), new_size)) {
+                return ptr;
+            }
+            // SAFETY: `layout.align()` is valid and `new_size` is the
+            // caller's; the old block stays valid until copied.
+            let new_layout = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
+            // SAFETY: as for `alloc`.
+            let moved = unsafe { self.alloc(new_layout) };
+            if !moved.is_null() {
+                // SAFETY: both blocks are live, distinct, and at least
+                // `min(old, new)` bytes long.
+                unsafe { core::ptr::copy_nonoverlapping(ptr, moved, layout.size().min(new_size)) };
+                // SAFETY: `ptr` is the caller's live arena block.
+                unsafe { self.dealloc(ptr, layout) };
+            }
+            moved
+        }
     }
 }
 
-#[cfg(target_arch = "wasm32")]
-fn grow(pages: usize) -> Option<usize> {
-    match core::arch::wasm32::memory_grow(0, pages) {
-        usize::MAX => None,
-        previous => Some(previous),
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allocations_are_aligned_disjoint_and_bounded() {
+        let mut bump = Bump::new(1001, 100);
+        let a = bump.allocate(10, 8).unwrap();
+        assert_eq!(a, 1008);
+        let b = bump.allocate(1, 1).unwrap();
+        assert_eq!(b, 1018);
+        let c = bump.allocate(4, 16).unwrap();
+        assert_eq!(c % 16, 0);
+        assert!(c >= 1019);
+        assert!(bump.allocate(100, 1).is_none(), "beyond the arena");
+        assert!(bump.allocate(usize::MAX, 1).is_none(), "no overflow");
+        assert!(bump.contains(c, 1001) && !bump.contains(1101, 1001));
     }
-}
 
-#[cfg(not(target_arch = "wasm32"))]
-fn grow(_pages: usize) -> Option<usize> {
-    None
-}
-
-/// The allocator type [`use_language_allocator!`](crate::use_language_allocator) installs.
-pub type LanguageAllocator = TalcSyncCell<ArenaThenGrow, WasmBinning>;
-
-/// A new allocator (for the `#[global_allocator]` static).
-pub const fn language_allocator() -> LanguageAllocator {
-    TalcSyncCell::new_wasm(ArenaThenGrow::new())
+    #[test]
+    fn only_the_latest_allocation_grows_in_place_or_comes_back() {
+        let mut bump = Bump::new(0, 64);
+        let a = bump.allocate(8, 8).unwrap();
+        assert!(bump.resize_in_place(a, 32), "the latest grows in place");
+        let b = bump.allocate(8, 8).unwrap();
+        assert_eq!(b, 32);
+        assert!(!bump.resize_in_place(a, 40), "an older one must move");
+        assert!(!bump.resize_in_place(b, 33), "not beyond the arena");
+        bump.free(a);
+        assert_eq!(bump.allocate(8, 8), Some(40), "freeing an older one gives nothing back");
+        bump.free(40);
+        assert_eq!(bump.allocate(8, 8), Some(40), "freeing the latest does");
+    }
 }

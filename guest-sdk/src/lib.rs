@@ -13,8 +13,9 @@
 //!   `closed-sets` guide from the same tables the code uses, so the guide
 //!   cannot drift from the engine (Part II §5.2).
 //! - [`diag`]: small constructors for diagnostics and outcomes.
-//! - `alloc` (WebAssembly only): an allocator suited to one fresh instance
-//!   per call, installed with [`use_language_allocator!`].
+//! - [`alloc`]: an allocator suited to one fresh instance per call (a bump
+//!   arena, then talc), installed with [`use_language_allocator!`]; the
+//!   allocator itself exists only on WebAssembly.
 //!
 //! The platform checks what it can rather than trusting the component: it
 //! computes `valid`, recomputes `max_risk_hints`, rewrites undeclared codes
@@ -28,7 +29,6 @@
 //! export_language!(MyLanguage);
 //! ```
 
-#[cfg(all(target_family = "wasm", not(target_feature = "atomics")))]
 pub mod alloc;
 pub mod closed_sets;
 pub mod diag;
@@ -68,8 +68,8 @@ pub mod host {
     pub use crate::bindings::pilotage::language::effects::{invoke, log, now};
 }
 
-/// Installs the guest SDK's allocator (`alloc::LanguageAllocator`, talc fed
-/// from an arena in the initial memory) as the component's global
+/// Installs the guest SDK's allocator (`alloc::LanguageAllocator`: a bump
+/// arena in the initial memory, then talc) as the component's global
 /// allocator. Expands to nothing outside single-threaded WebAssembly, so
 /// native tests keep the system allocator.
 #[macro_export]

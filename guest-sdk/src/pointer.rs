@@ -20,6 +20,20 @@ where
     PointerBuf::from_tokens(tokens.into_iter().map(|token| token.as_ref().to_owned())).to_string()
 }
 
+/// Appends one token to RFC 6901 pointer text: `/` and the token escaped
+/// (`~` → `~0`, `/` → `~1`; no copy when nothing needs escaping).
+///
+/// ```
+/// use pilotage_guest_sdk::pointer::push_token;
+/// let mut pointer = String::from("/steps/0");
+/// push_token(&mut pointer, "a/b");
+/// assert_eq!(pointer, "/steps/0/a~1b");
+/// ```
+pub fn push_token(pointer: &mut String, token: &str) {
+    pointer.push('/');
+    pointer.push_str(jsonptr::Token::new(token).encoded());
+}
+
 /// A pointer under construction, for walking nested programs. Held as the
 /// escaped pointer text, so extending it is one string copy (a parser makes
 /// one per step and member it visits).

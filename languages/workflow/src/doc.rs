@@ -5,8 +5,9 @@
 //! Validation decodes every program once per call, inside a fresh
 //! component instance; a `serde_json::Value` tree (an ordered hash map per
 //! object, an owned string per key and value) made that decoding most of a
-//! validation's cost. Literal values that a program carries into a run are
-//! converted to `serde_json::Value` when parsed ([`Doc::to_value`]).
+//! validation's cost. The parsed program borrows its names and literals from
+//! this tree; a literal becomes a `serde_json::Value` only when a run
+//! evaluates it ([`Doc::to_value`]).
 
 use std::borrow::Cow;
 use std::fmt;

@@ -7,6 +7,7 @@ use pilotage_guest_sdk::trace::TraceBuilder;
 use pilotage_guest_sdk::{InvokeError, RunResult};
 use serde_json::{Map, Value};
 
+use crate::doc::Doc;
 use crate::expr::{PathExpr, Root, Scope, Template, decide, evaluate, resolve, template_paths};
 use crate::program::{Program, Step, StepKind, parse};
 
@@ -20,7 +21,8 @@ pub trait Effects {
 
 /// Runs `document` (already validated by the host) with `input`.
 pub fn execute(document: &str, input: Option<Value>, effects: &mut dyn Effects) -> RunResult {
-    let (program, diagnostics) = parse(document);
+    let doc = Doc::parse(document);
+    let (program, diagnostics) = parse(doc.as_ref());
     if !diagnostics.is_empty() {
         // The host validates before executing; reaching here means it did not.
         return RunResult {
@@ -55,55 +57,55 @@ struct Stop(String);
 
 /// The values addressable in one block: step outputs and loop variables.
 #[derive(Default)]
-struct Frame {
-    values: Vec<(Root, Value)>,
+struct Frame<'d> {
+    values: Vec<(Root<'d>, Value)>,
 }
 
-struct Run<'e> {
+struct Run<'d, 'e> {
     input: Value,
-    frames: Vec<Frame>,
+    frames: Vec<Frame<'d>>,
     trace: TraceBuilder,
     effects: &'e mut dyn Effects,
     invocations: u32,
 }
 
-struct Frames<'r> {
+struct Frames<'r, 'd> {
     input: &'r Value,
-    frames: &'r [Frame],
+    frames: &'r [Frame<'d>],
 }
 
-impl Scope for Frames<'_> {
-    fn root(&self, root: &Root) -> Option<&Value> {
-        if *root == Root::Input {
+impl Scope for Frames<'_, '_> {
+    fn root(&self, root: Root<'_>) -> Option<&Value> {
+        if root == Root::Input {
             return Some(self.input);
         }
         self.frames
             .iter()
             .rev()
-            .find_map(|frame| frame.values.iter().rev().find(|(name, _)| name == root).map(|(_, value)| value))
+            .find_map(|frame| frame.values.iter().rev().find(|(name, _)| *name == root).map(|(_, value)| value))
     }
 }
 
-impl Run<'_> {
-    fn scope(&self) -> Frames<'_> {
+impl<'d> Run<'d, '_> {
+    fn scope(&self) -> Frames<'_, 'd> {
         Frames { input: &self.input, frames: &self.frames }
     }
 
-    fn bind(&mut self, root: Root, value: Value) {
+    fn bind(&mut self, root: Root<'d>, value: Value) {
         if let Some(frame) = self.frames.last_mut() {
             frame.values.push((root, value));
         }
     }
 
-    fn sequence(&mut self, steps: &[Step]) -> Result<(), Stop> {
+    fn sequence(&mut self, steps: &[Step<'d>]) -> Result<(), Stop> {
         for step in steps {
             self.step(step)?;
         }
         Ok(())
     }
 
-    fn step(&mut self, step: &Step) -> Result<(), Stop> {
-        let trace_id = self.trace.id(&step.id);
+    fn step(&mut self, step: &Step<'d>) -> Result<(), Stop> {
+        let trace_id = self.trace.id(step.id);
         match &step.kind {
             StepKind::Call { capability, with } => {
                 let arguments = match with {
@@ -122,20 +124,20 @@ impl Run<'_> {
                     Ok(output) => {
                         self.trace.step(
                             trace_id,
-                            Some(capability.clone()),
+                            Some((*capability).to_owned()),
                             Some(arguments.to_string()),
                             Some(output.to_string()),
                             success(),
                             Some(elapsed),
                         );
-                        self.bind(Root::Step(step.id.clone()), output);
+                        self.bind(Root::Step(step.id), output);
                         Ok(())
                     }
                     Err(InvokeError::Failed(message)) | Err(InvokeError::Refused(message)) => {
                         let message = format!("step '{}' ({capability}) failed: {message}", step.id);
                         self.trace.step(
                             trace_id,
-                            Some(capability.clone()),
+                            Some((*capability).to_owned()),
                             Some(arguments.to_string()),
                             Some(Value::Null.to_string()),
                             failure(ERROR, message.clone()),
@@ -157,7 +159,7 @@ impl Run<'_> {
                             success(),
                             Some(0),
                         );
-                        self.bind(Root::Step(step.id.clone()), result);
+                        self.bind(Root::Step(step.id), result);
                         Ok(())
                     }
                     Err(message) => Err(self.fail_step(trace_id, None, Some(read), message)),
@@ -168,13 +170,13 @@ impl Run<'_> {
                     Ok(decision) => decision,
                     Err(message) => {
                         let message = format!("branch '{}': {message}", step.id);
-                        let index = self.trace.branch(&step.id, "none", message.clone());
+                        let index = self.trace.branch(step.id, "none", message.clone());
                         self.trace.set_outcome(index, failure(ERROR, message.clone()));
                         return Err(Stop(message));
                     }
                 };
                 let (label, arm) = if truth { ("then", then_steps) } else { ("else", else_steps) };
-                self.trace.branch(&step.id, label, because);
+                self.trace.branch(step.id, label, because);
                 self.frames.push(Frame::default());
                 let result = self.sequence(arm);
                 self.frames.pop();
@@ -188,13 +190,13 @@ impl Run<'_> {
 
     fn for_each(
         &mut self,
-        step: &Step,
+        step: &Step<'d>,
         over: Option<&PathExpr>,
-        var: &str,
-        body: &[Step],
+        var: &'d str,
+        body: &[Step<'d>],
         collect: Option<&Template>,
     ) -> Result<(), Stop> {
-        let handle = self.trace.enter_loop(&step.id);
+        let handle = self.trace.enter_loop(step.id);
         let items = match over.map(|path| (path, resolve(path, &self.scope()).cloned())) {
             Some((_, Some(Value::Array(items)))) => items,
             Some((path, found)) => {
@@ -213,7 +215,7 @@ impl Run<'_> {
         for (position, item) in items.into_iter().enumerate() {
             self.trace.next_iteration(handle, format!("item {} of {total}", position + 1));
             self.frames.push(Frame::default());
-            self.bind(Root::Var(var.to_owned()), item.clone());
+            self.bind(Root::Var(var), item.clone());
             let mut result = self.sequence(body);
             if result.is_ok() {
                 let value = match collect {
@@ -235,15 +237,15 @@ impl Run<'_> {
         }
         let reason = if total == 0 { "the list is empty".to_owned() } else { format!("all {total} items done") };
         self.trace.exit_loop(handle, reason);
-        self.bind(Root::Step(step.id.clone()), Value::Array(collected));
+        self.bind(Root::Step(step.id), Value::Array(collected));
         Ok(())
     }
 
-    fn fail_step(&mut self, trace_id: String, calls: Option<&String>, read: Option<Value>, message: String) -> Stop {
+    fn fail_step(&mut self, trace_id: String, calls: Option<&str>, read: Option<Value>, message: String) -> Stop {
         let input = read.unwrap_or(Value::Null).to_string();
         self.trace.step(
             trace_id,
-            calls.cloned(),
+            calls.map(str::to_owned),
             Some(input),
             Some(Value::Null.to_string()),
             failure(ERROR, message.clone()),
@@ -255,7 +257,7 @@ impl Run<'_> {
     fn output(&self, program: &Program) -> Result<Option<String>, Stop> {
         match &program.output {
             None => Ok(None),
-            Some((template, _)) => evaluate(template, &self.scope())
+            Some(template) => evaluate(template, &self.scope())
                 .map(|value| Some(value.to_string()))
                 .map_err(|message| Stop(format!("output mapping: {message}"))),
         }
@@ -267,7 +269,7 @@ impl Run<'_> {
 fn read_values(paths: Vec<&PathExpr>, scope: &dyn Scope) -> Value {
     let mut read = Map::new();
     for path in paths {
-        read.insert(path.text.clone(), resolve(path, scope).cloned().unwrap_or(Value::Null));
+        read.insert(path.text.to_owned(), resolve(path, scope).cloned().unwrap_or(Value::Null));
     }
     Value::Object(read)
 }

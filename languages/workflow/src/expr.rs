@@ -9,6 +9,10 @@
 //! `{"eq"|"ne"|"lt"|"le"|"gt"|"ge": [a, b]}`, `{"and": [..]}`,
 //! `{"or": [..]}`, `{"not": c}` or `{"exists": "$.path"}`.
 
+//! Parsed forms borrow their names and literals from the program document
+//! (`'d`): a validation parses every program once inside a fresh component
+//! instance, and copying each name was a large share of its cost.
+
 use serde_json::Value;
 
 use std::borrow::Cow;
@@ -16,47 +20,50 @@ use std::borrow::Cow;
 use crate::doc::Doc;
 
 /// Where a path expression starts.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Root {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Root<'d> {
     /// `$.input`
     Input,
     /// `$.steps.<id>.output`
-    Step(String),
+    Step(&'d str),
     /// `$.<name>`: a loop variable.
-    Var(String),
+    Var(&'d str),
 }
 
 /// One member access after the root.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Segment {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Segment<'d> {
     /// `.name`
-    Field(String),
+    Field(&'d str),
     /// `[n]`
     Index(usize),
 }
 
 /// A parsed path expression.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PathExpr {
+pub struct PathExpr<'d> {
     /// The root.
-    pub root: Root,
+    pub root: Root<'d>,
     /// Accesses after the root (after `.output` for step roots).
-    pub segments: Vec<Segment>,
+    pub segments: Vec<Segment<'d>>,
     /// The source text.
-    pub text: String,
+    pub text: &'d str,
 }
+
+/// The literal `null`, for templates that stand in for a malformed part.
+pub static NULL: Doc<'static> = Doc::Null;
 
 /// A value template.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Template {
-    /// A literal JSON value.
-    Literal(Value),
+pub enum Template<'d> {
+    /// A literal JSON value, as written in the document.
+    Literal(&'d Doc<'d>),
     /// A path expression.
-    Path(PathExpr),
+    Path(PathExpr<'d>),
     /// An object whose members are templates.
-    Object(Vec<(String, Template)>),
+    Object(Vec<(&'d str, Template<'d>)>),
     /// An array of templates.
-    Array(Vec<Template>),
+    Array(Vec<Template<'d>>),
 }
 
 /// Comparison operators.
@@ -94,19 +101,19 @@ impl CompareOp {
 
 /// A condition.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Condition {
+pub enum Condition<'d> {
     /// `true` / `false`
     Constant(bool),
     /// `{"eq": [a, b]}` and friends.
-    Compare(CompareOp, Template, Template),
+    Compare(CompareOp, Template<'d>, Template<'d>),
     /// `{"and": [..]}`
-    And(Vec<Condition>),
+    And(Vec<Condition<'d>>),
     /// `{"or": [..]}`
-    Or(Vec<Condition>),
+    Or(Vec<Condition<'d>>),
     /// `{"not": c}`
-    Not(Box<Condition>),
+    Not(Box<Condition<'d>>),
     /// `{"exists": "$.path"}`: the path resolves to a non-null value.
-    Exists(PathExpr),
+    Exists(PathExpr<'d>),
 }
 
 /// A problem found while parsing, with the JSON Pointer suffix (relative
@@ -131,19 +138,13 @@ fn is_name_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_' || b == b'-'
 }
 
-/// One segment as scanned, borrowed from the expression text.
-enum Scanned<'t> {
-    Field(&'t str),
-    Index(usize),
-}
-
 /// Parses a path expression (`$.` followed by segments).
-pub fn parse_path(text: &str) -> Result<PathExpr, String> {
+pub fn parse_path(text: &str) -> Result<PathExpr<'_>, String> {
     let Some(rest) = text.strip_prefix("$.") else {
         return Err(format!("'{text}' is not a path expression: it must start with '$.'"));
     };
-    // Scanned bytewise over borrowed slices (names are ASCII); only the
-    // segments kept are copied.
+    // Scanned bytewise over borrowed slices (names are ASCII) into the one
+    // vector the expression keeps; the root's segments are removed after.
     let bytes = rest.as_bytes();
     let name_end = |from: usize| from + bytes[from..].iter().take_while(|b| is_name_byte(**b)).count();
     let mut scanned = Vec::with_capacity(6);
@@ -156,7 +157,7 @@ pub fn parse_path(text: &str) -> Result<PathExpr, String> {
                 if end == at + 1 {
                     return Err(format!("'{text}': empty member name after '.'"));
                 }
-                scanned.push(Scanned::Field(&rest[at + 1..end]));
+                scanned.push(Segment::Field(&rest[at + 1..end]));
                 at = end;
             }
             b'[' => {
@@ -166,12 +167,12 @@ pub fn parse_path(text: &str) -> Result<PathExpr, String> {
                 let digits = &rest[at + 1..at + 1 + close];
                 let index =
                     digits.parse::<usize>().map_err(|_| format!("'{text}': '[{digits}]' is not an array index"))?;
-                scanned.push(Scanned::Index(index));
+                scanned.push(Segment::Index(index));
                 at += close + 2;
             }
             byte if first && is_name_byte(byte) => {
                 let end = name_end(at);
-                scanned.push(Scanned::Field(&rest[at..end]));
+                scanned.push(Segment::Field(&rest[at..end]));
                 at = end;
             }
             _ => {
@@ -180,52 +181,43 @@ pub fn parse_path(text: &str) -> Result<PathExpr, String> {
             }
         }
     }
-    let mut scanned = scanned.into_iter();
-    let root = match scanned.next() {
-        Some(Scanned::Field("input")) => Root::Input,
-        Some(Scanned::Field("steps")) => {
-            let Some(Scanned::Field(id)) = scanned.next() else {
-                return Err(format!("'{text}': expected '$.steps.<step id>.output'"));
-            };
-            match scanned.next() {
-                Some(Scanned::Field("output")) => Root::Step(id.to_owned()),
-                _ => return Err(format!("'{text}': a step is read through '.output', as in '$.steps.{id}.output'")),
-            }
+    let (root, root_segments) = match scanned.as_slice() {
+        [Segment::Field("input"), ..] => (Root::Input, 1),
+        [Segment::Field("steps"), Segment::Field(id), Segment::Field("output"), ..] => (Root::Step(id), 3),
+        [Segment::Field("steps"), Segment::Field(id), ..] => {
+            return Err(format!("'{text}': a step is read through '.output', as in '$.steps.{id}.output'"));
         }
-        Some(Scanned::Field(name)) => Root::Var(name.to_owned()),
+        [Segment::Field("steps"), ..] => return Err(format!("'{text}': expected '$.steps.<step id>.output'")),
+        [Segment::Field(name), ..] => (Root::Var(name), 1),
         _ => return Err(format!("'{text}': expected '$.input', '$.steps.<id>.output' or a loop variable")),
     };
-    let segments = scanned
-        .map(|segment| match segment {
-            Scanned::Field(name) => Segment::Field(name.to_owned()),
-            Scanned::Index(index) => Segment::Index(index),
-        })
-        .collect();
-    Ok(PathExpr { root, segments, text: text.to_owned() })
+    let mut segments = scanned;
+    segments.drain(..root_segments);
+    Ok(PathExpr { root, segments, text })
 }
 
 /// Parses a template, collecting every malformed path expression.
-pub fn parse_template(value: &Doc, problems: &mut Vec<ParseProblem>) -> Template {
+pub fn parse_template<'d>(value: &'d Doc<'d>, problems: &mut Vec<ParseProblem>) -> Template<'d> {
     parse_template_at(value, &mut Vec::new(), problems)
 }
 
-fn parse_template_at<'d>(value: &'d Doc, at: &mut At<'d>, problems: &mut Vec<ParseProblem>) -> Template {
+fn parse_template_at<'d>(value: &'d Doc<'d>, at: &mut At<'d>, problems: &mut Vec<ParseProblem>) -> Template<'d> {
     match value {
         Doc::String(text) if text.starts_with("$.") || text == "$" => match parse_path(text) {
             Ok(path) => Template::Path(path),
             Err(message) => {
                 problems.push(problem(at, message));
-                Template::Literal(Value::Null)
+                Template::Literal(&NULL)
             }
         },
-        Doc::Object(map) if map.len() == 1 && map[0].0 == "$literal" => Template::Literal(map[0].1.to_value()),
+        Doc::Object(map) if map.len() == 1 && map[0].0 == "$literal" => Template::Literal(&map[0].1),
         Doc::Object(map) => Template::Object(
             map.iter()
                 .map(|(key, member)| {
                     at.push(Cow::Borrowed(key));
                     let template = parse_template_at(member, at, problems);
                     at.pop();
-                    (key.to_string(), template)
+                    (key.as_ref(), template)
                 })
                 .collect(),
         ),
@@ -241,7 +233,7 @@ fn parse_template_at<'d>(value: &'d Doc, at: &mut At<'d>, problems: &mut Vec<Par
                 })
                 .collect(),
         ),
-        other => Template::Literal(other.to_value()),
+        other => Template::Literal(other),
     }
 }
 
@@ -249,11 +241,11 @@ fn parse_template_at<'d>(value: &'d Doc, at: &mut At<'d>, problems: &mut Vec<Par
 pub const CONDITION_OPERATORS: [&str; 10] = ["eq", "ne", "lt", "le", "gt", "ge", "and", "or", "not", "exists"];
 
 /// Parses a condition, collecting every problem.
-pub fn parse_condition(value: &Doc, problems: &mut Vec<ParseProblem>) -> Condition {
+pub fn parse_condition<'d>(value: &'d Doc<'d>, problems: &mut Vec<ParseProblem>) -> Condition<'d> {
     parse_condition_at(value, &mut Vec::new(), problems)
 }
 
-fn parse_condition_at<'d>(value: &'d Doc, at: &mut At<'d>, problems: &mut Vec<ParseProblem>) -> Condition {
+fn parse_condition_at<'d>(value: &'d Doc<'d>, at: &mut At<'d>, problems: &mut Vec<ParseProblem>) -> Condition<'d> {
     let fallback = Condition::Constant(false);
     let map = match value {
         Doc::Bool(b) => return Condition::Constant(*b),
@@ -333,13 +325,13 @@ fn parse_condition_at<'d>(value: &'d Doc, at: &mut At<'d>, problems: &mut Vec<Pa
 }
 
 /// Every path expression in a template, in document order.
-pub fn template_paths(template: &Template) -> Vec<&PathExpr> {
+pub fn template_paths<'t, 'd>(template: &'t Template<'d>) -> Vec<&'t PathExpr<'d>> {
     let mut paths = Vec::new();
     collect_template_paths(template, &mut paths);
     paths
 }
 
-fn collect_template_paths<'t>(template: &'t Template, paths: &mut Vec<&'t PathExpr>) {
+fn collect_template_paths<'t, 'd>(template: &'t Template<'d>, paths: &mut Vec<&'t PathExpr<'d>>) {
     match template {
         Template::Literal(_) => {}
         Template::Path(path) => paths.push(path),
@@ -349,13 +341,13 @@ fn collect_template_paths<'t>(template: &'t Template, paths: &mut Vec<&'t PathEx
 }
 
 /// Every path expression in a condition, in document order.
-pub fn condition_paths(condition: &Condition) -> Vec<&PathExpr> {
+pub fn condition_paths<'c, 'd>(condition: &'c Condition<'d>) -> Vec<&'c PathExpr<'d>> {
     let mut paths = Vec::new();
     collect_condition_paths(condition, &mut paths);
     paths
 }
 
-fn collect_condition_paths<'c>(condition: &'c Condition, paths: &mut Vec<&'c PathExpr>) {
+fn collect_condition_paths<'c, 'd>(condition: &'c Condition<'d>, paths: &mut Vec<&'c PathExpr<'d>>) {
     match condition {
         Condition::Constant(_) => {}
         Condition::Compare(_, left, right) => {
@@ -373,15 +365,15 @@ fn collect_condition_paths<'c>(condition: &'c Condition, paths: &mut Vec<&'c Pat
 /// What a path's root is bound to at run time.
 pub trait Scope {
     /// The value of a root, or `None` when it is not bound.
-    fn root(&self, root: &Root) -> Option<&Value>;
+    fn root(&self, root: Root<'_>) -> Option<&Value>;
 }
 
 /// Resolves a path; `None` when any access finds nothing.
 pub fn resolve<'v>(path: &PathExpr, scope: &'v dyn Scope) -> Option<&'v Value> {
-    let mut value = scope.root(&path.root)?;
+    let mut value = scope.root(path.root)?;
     for segment in &path.segments {
         value = match segment {
-            Segment::Field(name) => value.as_object()?.get(name)?,
+            Segment::Field(name) => value.as_object()?.get(*name)?,
             Segment::Index(index) => value.as_array()?.get(*index)?,
         };
     }
@@ -394,14 +386,14 @@ pub fn resolve<'v>(path: &PathExpr, scope: &'v dyn Scope) -> Option<&'v Value> {
 /// A message naming the first path that resolves to nothing.
 pub fn evaluate(template: &Template, scope: &dyn Scope) -> Result<Value, String> {
     Ok(match template {
-        Template::Literal(value) => value.clone(),
+        Template::Literal(value) => value.to_value(),
         Template::Path(path) => {
             resolve(path, scope).cloned().ok_or_else(|| format!("{} resolved to nothing", path.text))?
         }
         Template::Object(members) => Value::Object(
             members
                 .iter()
-                .map(|(key, member)| Ok((key.clone(), evaluate(member, scope)?)))
+                .map(|(key, member)| Ok(((*key).to_owned(), evaluate(member, scope)?)))
                 .collect::<Result<_, String>>()?,
         ),
         Template::Array(items) => {
@@ -489,20 +481,22 @@ mod tests {
     use serde_json::json;
 
     // The parsers read a program document; these tests write JSON values.
-    fn parse_template(value: &Value, problems: &mut Vec<ParseProblem>) -> Template {
-        super::parse_template(&crate::doc::from_value(value), problems)
+    // The parsed forms borrow the document; a test's documents live as
+    // long as the test.
+    fn parse_template(value: &Value, problems: &mut Vec<ParseProblem>) -> Template<'static> {
+        super::parse_template(Box::leak(Box::new(crate::doc::from_value(value))), problems)
     }
 
-    fn parse_condition(value: &Value, problems: &mut Vec<ParseProblem>) -> Condition {
-        super::parse_condition(&crate::doc::from_value(value), problems)
+    fn parse_condition(value: &Value, problems: &mut Vec<ParseProblem>) -> Condition<'static> {
+        super::parse_condition(Box::leak(Box::new(crate::doc::from_value(value))), problems)
     }
 
     struct Fixed(Value, Value);
     impl Scope for Fixed {
-        fn root(&self, root: &Root) -> Option<&Value> {
+        fn root(&self, root: Root<'_>) -> Option<&Value> {
             match root {
                 Root::Input => Some(&self.0),
-                Root::Step(id) if id == "profile" => Some(&self.1),
+                Root::Step("profile") => Some(&self.1),
                 _ => None,
             }
         }
@@ -511,13 +505,10 @@ mod tests {
     #[test]
     fn parses_every_root_and_segment() {
         let path = parse_path("$.steps.profile.output.addresses[1].city").unwrap();
-        assert_eq!(path.root, Root::Step("profile".into()));
-        assert_eq!(
-            path.segments,
-            vec![Segment::Field("addresses".into()), Segment::Index(1), Segment::Field("city".into())]
-        );
+        assert_eq!(path.root, Root::Step("profile"));
+        assert_eq!(path.segments, vec![Segment::Field("addresses"), Segment::Index(1), Segment::Field("city")]);
         assert_eq!(parse_path("$.input.userId").unwrap().root, Root::Input);
-        assert_eq!(parse_path("$.item").unwrap().root, Root::Var("item".into()));
+        assert_eq!(parse_path("$.item").unwrap().root, Root::Var("item"));
     }
 
     #[test]

@@ -7,26 +7,27 @@
 //! each resolved entry's schemas once per call, and decoding whole trees
 //! per path expression was most of a validation's cost.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-/// An object schema as validation sees it. A schema that is not an
-/// object schema (or not JSON) decodes to `None` at [`ObjectSchema::parse`]
-/// and validation checks nothing against it.
-#[derive(Debug, Default, Deserialize)]
-pub struct ObjectSchema {
+use crate::doc::KeySeed;
+
+/// An object schema as validation sees it; names borrow from the schema
+/// text (`'s`) unless they hold escapes. A schema that is not an object
+/// schema (or not JSON) decodes to `None` at [`ObjectSchema::parse`] and
+/// validation checks nothing against it.
+#[derive(Debug, Default)]
+pub struct ObjectSchema<'s> {
     /// Declared properties, in the schema's member order (close-match
     /// hints list them in that order). `None` when `properties` is absent
     /// or not an object.
-    #[serde(default, deserialize_with = "properties")]
-    pub properties: Option<Vec<(String, Property)>>,
+    pub properties: Option<Vec<(Cow<'s, str>, Property)>>,
     /// Names in `required` (non-string items are ignored).
-    #[serde(default, deserialize_with = "strings")]
-    pub required: Vec<String>,
+    pub required: Vec<Cow<'s, str>>,
     /// True only for `"additionalProperties": false`.
-    #[serde(default, rename = "additionalProperties", deserialize_with = "is_false")]
     pub closed: bool,
 }
 
@@ -106,7 +107,7 @@ impl<'de> Deserialize<'de> for Property {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Property, A::Error> {
                 let mut property = Property::default();
-                while let Some(key) = map.next_key_seed(crate::doc::KeySeed)? {
+                while let Some(key) = map.next_key_seed(KeySeed)? {
                     if key == "type" {
                         for name in map.next_value_seed(StringsSeed)? {
                             property.types.insert(&name);
@@ -119,15 +120,15 @@ impl<'de> Deserialize<'de> for Property {
             }
             // A property schema that is not an object (e.g. `true`)
             // declares no type.
-            other_shapes!(Property::default(), str, seq);
+            other_shapes!(Property::default(), bool, str, seq);
         }
         deserializer.deserialize_any(PropertyVisitor)
     }
 }
 
-impl ObjectSchema {
+impl<'s> ObjectSchema<'s> {
     /// Decodes `text`; `None` when it is not JSON or not an object.
-    pub fn parse(text: &str) -> Option<ObjectSchema> {
+    pub fn parse(text: &'s str) -> Option<ObjectSchema<'s>> {
         serde_json::from_str(text).ok()
     }
 
@@ -138,18 +139,44 @@ impl ObjectSchema {
 
     /// Every declared property name, in order.
     pub fn property_names(&self) -> impl Iterator<Item = &str> {
-        self.properties.iter().flatten().map(|(name, _)| name.as_str())
+        self.properties.iter().flatten().map(|(name, _)| name.as_ref())
+    }
+}
+
+impl<'de> Deserialize<'de> for ObjectSchema<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct SchemaVisitor;
+        impl<'de> Visitor<'de> for SchemaVisitor {
+            type Value = ObjectSchema<'de>;
+            fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+                formatter.write_str("an object schema")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut schema = ObjectSchema::default();
+                // Every other keyword is skipped unread; a repeated keyword
+                // counts as its last occurrence.
+                while let Some(key) = map.next_key_seed(KeySeed)? {
+                    match key.as_ref() {
+                        "properties" => schema.properties = map.next_value_seed(PropertiesSeed)?,
+                        "required" => schema.required = map.next_value_seed(StringsSeed)?,
+                        "additionalProperties" => schema.closed = map.next_value_seed(IsFalse)?,
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(schema)
+            }
+        }
+        deserializer.deserialize_map(SchemaVisitor)
     }
 }
 
 /// The visitor methods for the JSON shapes a schema member may have but
 /// validation cannot use: each consumes the value and answers `$fallback`.
-/// Scalars always; `str`, `seq`, `map` when named.
+/// Numbers and null always; `bool`, `str`, `seq`, `map` when named.
 macro_rules! other_shapes {
     ($fallback:expr $(, $shape:ident)*) => {
-        fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-            Ok($fallback)
-        }
         fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
             Ok($fallback)
         }
@@ -163,6 +190,11 @@ macro_rules! other_shapes {
             Ok($fallback)
         }
         $(other_shapes!(@ $shape, $fallback);)*
+    };
+    (@ bool, $fallback:expr) => {
+        fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+            Ok($fallback)
+        }
     };
     (@ str, $fallback:expr) => {
         fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
@@ -184,77 +216,100 @@ macro_rules! other_shapes {
 }
 use other_shapes;
 
+/// Makes a visitor also a seed that reads any JSON value with itself.
+macro_rules! seed_of_visitor {
+    ($visitor:ident) => {
+        impl<'de> DeserializeSeed<'de> for $visitor {
+            type Value = <$visitor as Visitor<'de>>::Value;
+            fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+                deserializer.deserialize_any(self)
+            }
+        }
+    };
+}
+
 /// `properties`: an object of property schemas, in order; any other JSON
 /// value gives `None`.
-fn properties<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Vec<(String, Property)>>, D::Error> {
-    struct Properties;
-    impl<'de> Visitor<'de> for Properties {
-        type Value = Option<Vec<(String, Property)>>;
-        fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
-            formatter.write_str("an object of property schemas")
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            let mut out = Vec::new();
-            while let Some(name) = map.next_key::<String>()? {
-                out.push((name, map.next_value::<Property>()?));
-            }
-            Ok(Some(out))
-        }
-        other_shapes!(None, str, seq);
+struct PropertiesSeed;
+
+seed_of_visitor!(PropertiesSeed);
+
+impl<'de> Visitor<'de> for PropertiesSeed {
+    type Value = Option<Vec<(Cow<'de, str>, Property)>>;
+    fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+        formatter.write_str("an object of property schemas")
     }
-    deserializer.deserialize_any(Properties)
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut out = Vec::with_capacity(map.size_hint().unwrap_or(8));
+        while let Some(name) = map.next_key_seed(KeySeed)? {
+            out.push((name, map.next_value::<Property>()?));
+        }
+        Ok(Some(out))
+    }
+    other_shapes!(None, bool, str, seq);
 }
 
 /// A string, or an array whose string items are kept; anything else gives
 /// no names.
-fn strings<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, D::Error> {
-    StringsSeed.deserialize(deserializer)
-}
-
-/// [`strings`] as a seed, for use inside a hand-written visitor.
 struct StringsSeed;
 
-impl<'de> DeserializeSeed<'de> for StringsSeed {
-    type Value = Vec<String>;
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Vec<String>, D::Error> {
-        deserializer.deserialize_any(self)
-    }
-}
+seed_of_visitor!(StringsSeed);
 
 impl<'de> Visitor<'de> for StringsSeed {
-    type Value = Vec<String>;
+    type Value = Vec<Cow<'de, str>>;
     fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
         formatter.write_str("a string or an array of strings")
     }
+    fn visit_borrowed_str<E: de::Error>(self, text: &'de str) -> Result<Self::Value, E> {
+        StringItem.visit_borrowed_str(text).map(Vec::from_iter)
+    }
     fn visit_str<E: de::Error>(self, text: &str) -> Result<Self::Value, E> {
-        Ok(vec![text.to_owned()])
+        StringItem.visit_str(text).map(Vec::from_iter)
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         let mut out = Vec::new();
-        while let Some(item) = seq.next_element::<Lenient<String>>()? {
-            out.extend(item.0);
+        while let Some(item) = seq.next_element_seed(StringItem)? {
+            out.extend(item);
         }
         Ok(out)
     }
-    other_shapes!(Vec::new(), map);
+    other_shapes!(Vec::new(), bool, map);
+}
+
+/// One item of a `StringsSeed` array: the string, or `None` for any other
+/// value (consumed, so one odd item does not void the list).
+struct StringItem;
+
+seed_of_visitor!(StringItem);
+
+impl<'de> Visitor<'de> for StringItem {
+    type Value = Option<Cow<'de, str>>;
+    fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+        formatter.write_str("a string")
+    }
+    fn visit_borrowed_str<E: de::Error>(self, text: &'de str) -> Result<Self::Value, E> {
+        Ok(Some(Cow::Borrowed(text)))
+    }
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<Self::Value, E> {
+        Ok(Some(Cow::Owned(text.to_owned())))
+    }
+    other_shapes!(None, bool, seq, map);
 }
 
 /// `additionalProperties`: true only for the literal `false`.
-fn is_false<'de, D: Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
-    Ok(matches!(Lenient::<bool>::deserialize(deserializer)?.0, Some(false)))
-}
+struct IsFalse;
 
-/// A `T`, or `None` when the JSON value has another shape; the value is
-/// consumed either way, so one odd member does not void the schema.
-struct Lenient<T>(Option<T>);
+seed_of_visitor!(IsFalse);
 
-impl<'de, T: Deserialize<'de>> Deserialize<'de> for Lenient<T> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        // serde_json's deserializer cannot rewind, so the shape is decided
-        // by a buffered copy only for the small values schemas hold here.
-        let value = serde_json::Value::deserialize(deserializer)?;
-        Ok(Lenient(T::deserialize(value).ok()))
+impl<'de> Visitor<'de> for IsFalse {
+    type Value = bool;
+    fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+        formatter.write_str("false")
     }
+    fn visit_bool<E: de::Error>(self, value: bool) -> Result<bool, E> {
+        Ok(!value)
+    }
+    other_shapes!(false, str, seq, map);
 }
 
 #[cfg(test)]

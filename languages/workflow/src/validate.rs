@@ -6,13 +6,13 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use pilotage_guest_sdk::diag::{INPUT_BINDING, SAFE, aggregate, error_at, warning_at, with_hint};
 use pilotage_guest_sdk::hints::hint;
-use pilotage_guest_sdk::pointer::Path;
 use pilotage_guest_sdk::{Arm, CatalogEntry, Diagnostic, Plan, PlanStep, RiskHints, Severity, Validation};
 use serde_json::Value;
 
 use crate::codes;
+use crate::doc::Doc;
 use crate::expr::{PathExpr, Root, Segment, Template, condition_paths, template_paths};
-use crate::program::{InputParam, Program, Step, StepKind, parse, walk};
+use crate::program::{InputParam, Location, Program, Step, StepKind, parse, walk};
 use crate::schema::{ObjectSchema, Types};
 
 /// The caller's visible catalog, as validation and execution see it.
@@ -31,183 +31,232 @@ pub fn is_callable(kind: &str) -> bool {
 /// Validates `document` against `catalog`: every finding, and, when the
 /// program is valid, its plan and references.
 pub fn validate(document: &str, catalog: &dyn Catalog) -> Validation {
-    let (program, mut diagnostics) = parse(document);
-    let checker = Checker::new(&program, catalog, &mut diagnostics);
-    let entries = checker.run();
+    let doc = Doc::parse(document);
+    let (program, mut diagnostics) = parse(doc.as_ref());
+    let steps = walk(&program.steps);
+    let called = called(&steps);
+    // Every entry the program calls, read once before the checks so the
+    // checks can borrow the entries' schemas (`None`: not visible).
+    let entries: BTreeMap<&str, Option<CatalogEntry>> = called.iter().map(|id| (*id, catalog.get(id))).collect();
+    Checker::new(&program, &steps, catalog, &entries, &mut diagnostics).run();
     let valid = !diagnostics.iter().any(|d| d.severity == Severity::Error);
-    let references = references(&program);
     let plan = valid.then(|| derive_plan(&program, &entries));
+    let references = called.iter().map(|id| (*id).to_owned()).collect();
     // Inside a component the instance is discarded when the call returns:
     // freeing the program's tree would cost instructions and give nothing
     // back. Native callers (tests, tools) free it as usual.
     #[cfg(target_family = "wasm")]
-    std::mem::forget((program, entries));
+    {
+        std::mem::forget(entries);
+        std::mem::forget(called);
+        std::mem::forget(steps);
+        std::mem::forget(program);
+        std::mem::forget(doc);
+    }
     Validation { diagnostics, plan, references, statements: Vec::new() }
 }
 
 /// Every catalog entry the program calls, in document order, once.
 pub fn references(program: &Program) -> Vec<String> {
+    called(&walk(&program.steps)).into_iter().map(str::to_owned).collect()
+}
+
+/// The entry ids `steps` call, in order, once each.
+fn called<'p>(steps: &[&Step<'p>]) -> Vec<&'p str> {
     let mut seen = BTreeSet::new();
-    walk(&program.steps)
-        .into_iter()
-        .filter_map(|step| match &step.kind {
-            StepKind::Call { capability, .. } if !capability.is_empty() => Some(capability.as_str()),
+    steps
+        .iter()
+        .filter_map(|step| match step.kind {
+            StepKind::Call { capability, .. } if !capability.is_empty() => Some(capability),
             _ => None,
         })
         .filter(|id| seen.insert(*id))
-        .map(str::to_owned)
         .collect()
 }
 
 /// Where a path expression sits: a member of the value at a path (`""`:
 /// the value itself). The pointer text is built only for a finding.
 #[derive(Clone, Copy)]
-struct Place<'a>(&'a Path, &'a str);
+struct Place<'a>(&'a Location, &'a str);
 
 impl Place<'_> {
     fn pointer(self) -> String {
-        if self.1.is_empty() { self.0.pointer() } else { self.0.at(self.1).pointer() }
+        if self.1.is_empty() { self.0.pointer() } else { self.0.at(self.1) }
     }
 }
 
-/// Where a step sits: the names addressable there.
-#[derive(Clone, Default)]
+/// Where a step sits: the names addressable there. Step ids are numbered
+/// (see [`Checker::ids`]); entering an arm or a loop body records what it
+/// makes visible and leaving it takes that back, so nothing is copied.
 struct Env<'p> {
-    /// Step ids whose output is addressable.
-    visible: BTreeSet<&'p str>,
-    /// Loop variables in scope.
-    vars: BTreeSet<&'p str>,
+    /// By step number: whether that step's output is addressable.
+    visible: Vec<bool>,
+    /// Step numbers made visible, in order, for taking back.
+    shown: Vec<usize>,
+    /// Loop variables in scope, innermost last.
+    vars: Vec<&'p str>,
 }
 
-struct Checker<'p, 'd> {
-    program: &'p Program,
+impl Env<'_> {
+    /// Takes back what was made visible since `mark` (a length of `shown`).
+    fn restore(&mut self, mark: usize) {
+        for number in self.shown.drain(mark..) {
+            self.visible[number] = false;
+        }
+    }
+}
+
+/// The checks of one program; `'p` is the program (and its document).
+struct Checker<'p, 'x> {
+    program: &'p Program<'p>,
+    /// Every step, depth first.
+    steps: &'p [&'p Step<'p>],
     catalog: &'p dyn Catalog,
-    diagnostics: &'d mut Vec<Diagnostic>,
-    /// Every step by id (first occurrence).
-    steps: BTreeMap<&'p str, &'p Step>,
+    /// The entries the program calls (`None`: not in the visible catalog).
+    entries: &'p BTreeMap<&'p str, Option<CatalogEntry>>,
+    diagnostics: &'x mut Vec<Diagnostic>,
+    /// Every step id, numbered by the position of its first step in
+    /// `steps`.
+    ids: BTreeMap<&'p str, usize>,
     /// Every loop variable name used anywhere.
     all_vars: BTreeSet<&'p str>,
-    /// Catalog entries of call steps that resolved.
-    entries: BTreeMap<String, CatalogEntry>,
-    /// Their input schemas, decoded once per validation.
-    inputs: BTreeMap<String, Option<ObjectSchema>>,
-    /// Their output schemas, decoded when a path first reads a field.
-    outputs: BTreeMap<String, Option<ObjectSchema>>,
-    /// `set` steps whose value some path reads.
-    read: BTreeSet<&'p str>,
+    /// Input schemas of called entries, decoded once per validation.
+    inputs: BTreeMap<&'p str, Option<ObjectSchema<'p>>>,
+    /// Output schemas, decoded when a path first reads a field.
+    outputs: BTreeMap<&'p str, Option<ObjectSchema<'p>>>,
+    /// By step number: whether some path reads that step's output.
+    read: Vec<bool>,
 }
 
-impl<'p, 'd> Checker<'p, 'd> {
-    fn new(program: &'p Program, catalog: &'p dyn Catalog, diagnostics: &'d mut Vec<Diagnostic>) -> Self {
-        let mut steps = BTreeMap::new();
+impl<'p, 'x> Checker<'p, 'x> {
+    fn new(
+        program: &'p Program<'p>,
+        steps: &'p [&'p Step<'p>],
+        catalog: &'p dyn Catalog,
+        entries: &'p BTreeMap<&'p str, Option<CatalogEntry>>,
+        diagnostics: &'x mut Vec<Diagnostic>,
+    ) -> Self {
+        let mut ids = BTreeMap::new();
         let mut all_vars = BTreeSet::new();
-        for step in walk(&program.steps) {
+        for (number, step) in steps.iter().enumerate() {
             if step.id.is_empty() {
                 continue;
             }
             if step.id.contains(['#', '/']) {
                 diagnostics.push(error_at(
                     codes::RESERVED_CHARACTER,
-                    step.path.at("id").pointer(),
+                    step.location.at("id"),
                     format!("step id '{}' contains '#' or '/', which are reserved for trace identity", step.id),
                 ));
             }
-            if steps.insert(step.id.as_str(), step).is_some() {
+            if ids.contains_key(step.id) {
                 diagnostics.push(error_at(
                     codes::DUPLICATE_STEP_ID,
-                    step.path.at("id").pointer(),
+                    step.location.at("id"),
                     format!("step id '{}' is used by an earlier step; ids are unique across the program", step.id),
                 ));
+            } else {
+                ids.insert(step.id, number);
             }
-            if let StepKind::ForEach { var, .. } = &step.kind {
-                all_vars.insert(var.as_str());
+            if let StepKind::ForEach { var, .. } = step.kind {
+                all_vars.insert(var);
             }
         }
         Checker {
             program,
-            catalog,
-            diagnostics,
             steps,
+            catalog,
+            entries,
+            diagnostics,
+            ids,
             all_vars,
-            entries: BTreeMap::new(),
             inputs: BTreeMap::new(),
             outputs: BTreeMap::new(),
-            read: BTreeSet::new(),
+            read: vec![false; steps.len()],
         }
     }
 
-    fn run(mut self) -> BTreeMap<String, CatalogEntry> {
-        let mut env = Env::default();
+    fn run(mut self) {
+        let mut env = Env { visible: vec![false; self.steps.len()], shown: Vec::new(), vars: Vec::new() };
         self.sequence(&self.program.steps, &mut env);
-        if let Some((output, path)) = &self.program.output {
-            let env = env.clone();
-            self.template(output, Place(path, ""), &env);
+        if let Some(output) = &self.program.output {
+            self.template(output, Place(&Location::Root, "output"), &env);
         }
-        for step in walk(&self.program.steps) {
-            if matches!(step.kind, StepKind::Set { .. }) && !step.id.is_empty() && !self.read.contains(step.id.as_str())
-            {
+        for step in self.steps {
+            let unread = self.ids.get(step.id).is_some_and(|number| !self.read[*number]);
+            if matches!(step.kind, StepKind::Set { .. }) && unread {
                 self.diagnostics.push(warning_at(
                     codes::UNUSED_VALUE,
-                    step.path.pointer(),
+                    step.location.pointer(),
                     format!("the value of step '{}' is never read", step.id),
                 ));
             }
         }
-        self.entries
     }
 
-    fn sequence(&mut self, steps: &'p [Step], env: &mut Env<'p>) {
+    fn sequence(&mut self, steps: &'p [Step<'p>], env: &mut Env<'p>) {
         for step in steps {
             self.step(step, env);
             // A step's output is addressable by the steps after it.
-            env.visible.insert(step.id.as_str());
+            if let Some(&number) = self.ids.get(step.id)
+                && !env.visible[number]
+            {
+                env.visible[number] = true;
+                env.shown.push(number);
+            }
         }
     }
 
-    fn step(&mut self, step: &'p Step, env: &Env<'p>) {
+    fn step(&mut self, step: &'p Step<'p>, env: &mut Env<'p>) {
+        let at = |member| Place(&step.location, member);
         match &step.kind {
             StepKind::Call { capability, with } => {
                 if let Some(with) = with {
-                    self.template(with, Place(&step.path, "with"), env);
+                    self.template(with, at("with"), env);
                 }
                 self.call(step, capability, with.as_ref());
             }
-            StepKind::Set { value } => self.template(value, Place(&step.path, "value"), env),
+            StepKind::Set { value } => self.template(value, at("value"), env),
             StepKind::Branch { condition, then_steps, else_steps } => {
                 for path in condition_paths(condition) {
-                    self.path(path, Place(&step.path, "if"), env);
+                    self.path(path, at("if"), env);
                 }
                 // Arm-local values stay in their arm (Scope rules).
-                self.sequence(then_steps, &mut env.clone());
-                self.sequence(else_steps, &mut env.clone());
+                for arm in [then_steps, else_steps] {
+                    let mark = env.shown.len();
+                    self.sequence(arm, env);
+                    env.restore(mark);
+                }
             }
             StepKind::ForEach { over, var, body, collect } => {
                 if let Some(over) = over {
-                    self.path(over, Place(&step.path, "over"), env);
+                    self.path(over, at("over"), env);
                 }
-                let mut inner = env.clone();
-                inner.vars.insert(var.as_str());
-                self.sequence(body, &mut inner);
+                let mark = env.shown.len();
+                env.vars.push(var);
+                self.sequence(body, env);
                 if let Some(collect) = collect {
-                    self.template(collect, Place(&step.path, "collect"), &inner);
+                    self.template(collect, at("collect"), env);
                 }
+                env.vars.pop();
+                env.restore(mark);
             }
         }
     }
 
-    fn template(&mut self, template: &'p Template, at: Place<'_>, env: &Env<'p>) {
+    fn template(&mut self, template: &'p Template<'p>, at: Place<'_>, env: &Env<'p>) {
         for path in template_paths(template) {
             self.path(path, at, env);
         }
     }
 
-    fn path(&mut self, path: &'p PathExpr, at: Place<'_>, env: &Env<'p>) {
+    fn path(&mut self, path: &'p PathExpr<'p>, at: Place<'_>, env: &Env<'p>) {
         // The pointer is built only for a finding: most paths are fine.
-        match &path.root {
+        match path.root {
             Root::Input => self.input_path(path, at),
             Root::Step(id) => {
-                if !self.steps.contains_key(id.as_str()) {
-                    let names: Vec<&str> = self.steps.keys().copied().collect();
+                let Some(&number) = self.ids.get(id) else {
+                    let names: Vec<&str> = self.ids.keys().copied().collect();
                     let diagnostic = error_at(
                         codes::UNKNOWN_STEP_REFERENCE,
                         at.pointer(),
@@ -215,8 +264,8 @@ impl<'p, 'd> Checker<'p, 'd> {
                     );
                     self.diagnostics.push(with_hint(diagnostic, hint(id, names)));
                     return;
-                }
-                if !env.visible.contains(id.as_str()) {
+                };
+                if !env.visible[number] {
                     self.diagnostics.push(with_hint(
                         error_at(
                             codes::SCOPE_VIOLATION,
@@ -230,14 +279,14 @@ impl<'p, 'd> Checker<'p, 'd> {
                     ));
                     return;
                 }
-                self.read.insert(id.as_str());
-                self.output_field(id, path, at);
+                self.read[number] = true;
+                self.output_field(self.steps[number], path, at);
             }
             Root::Var(name) => {
-                if env.vars.contains(name.as_str()) {
+                if env.vars.contains(&name) {
                     return;
                 }
-                if self.all_vars.contains(name.as_str()) {
+                if self.all_vars.contains(name) {
                     self.diagnostics.push(error_at(
                         codes::SCOPE_VIOLATION,
                         at.pointer(),
@@ -263,10 +312,10 @@ impl<'p, 'd> Checker<'p, 'd> {
     fn input_path(&mut self, path: &PathExpr, at: Place<'_>) {
         let Some(declared) = &self.program.input else { return };
         let Some(Segment::Field(name)) = path.segments.first() else { return };
-        if declared.iter().any(|param| &param.name == name) {
+        if declared.iter().any(|param| param.name == *name) {
             return;
         }
-        let names: Vec<&str> = declared.iter().map(|param| param.name.as_str()).collect();
+        let names: Vec<&str> = declared.iter().map(|param| param.name).collect();
         let diagnostic = error_at(
             codes::UNDECLARED_INPUT,
             at.pointer(),
@@ -275,16 +324,21 @@ impl<'p, 'd> Checker<'p, 'd> {
         self.diagnostics.push(with_hint(diagnostic, hint(name, names)));
     }
 
-    fn output_field(&mut self, id: &str, path: &PathExpr, at: Place<'_>) {
+    /// The callable entry `capability` names, if visible.
+    fn callable(&self, capability: &str) -> Option<&'p CatalogEntry> {
+        let entries: &'p BTreeMap<&'p str, Option<CatalogEntry>> = self.entries;
+        entries.get(capability)?.as_ref().filter(|entry| is_callable(&entry.kind))
+    }
+
+    fn output_field(&mut self, step: &'p Step<'p>, path: &PathExpr, at: Place<'_>) {
         let Some(Segment::Field(field)) = path.segments.first() else { return };
-        let Some(step) = self.steps.get(id) else { return };
-        let StepKind::Call { capability, .. } = &step.kind else { return };
-        if !self.outputs.contains_key(capability) {
-            let Some(entry) = self.entries.get(capability) else { return };
-            let schema = entry.output_schema.as_deref().and_then(ObjectSchema::parse);
-            self.outputs.insert(capability.clone(), schema);
-        }
-        let Some(Some(schema)) = self.outputs.get(capability) else { return };
+        let StepKind::Call { capability, .. } = step.kind else { return };
+        let Some(entry) = self.callable(capability) else { return };
+        let schema = self
+            .outputs
+            .entry(capability)
+            .or_insert_with(|| entry.output_schema.as_deref().and_then(ObjectSchema::parse));
+        let Some(schema) = schema else { return };
         if schema.properties.is_none() || schema.property(field).is_some() {
             return;
         }
@@ -297,33 +351,34 @@ impl<'p, 'd> Checker<'p, 'd> {
         self.diagnostics.push(with_hint(diagnostic, hint));
     }
 
-    fn call(&mut self, step: &Step, capability: &str, with: Option<&Template>) {
+    fn call(&mut self, step: &Step, capability: &'p str, with: Option<&Template>) {
         if capability.is_empty() {
             return;
         }
-        if !self.inputs.contains_key(capability) {
-            let at = || step.path.at("capability").pointer();
-            let Some(entry) = self.catalog.get(capability) else {
+        let at = || step.location.at("capability");
+        let entry = match self.entries.get(capability) {
+            Some(Some(entry)) => entry,
+            _ => {
                 let ids = self.catalog.ids();
                 let diagnostic =
                     error_at(codes::UNKNOWN_CAPABILITY, at(), format!("unknown capability '{capability}'"));
                 self.diagnostics.push(with_hint(diagnostic, hint(capability, ids.iter().map(String::as_str))));
                 return;
-            };
-            if !is_callable(&entry.kind) {
-                self.diagnostics.push(error_at(
-                    codes::NOT_CALLABLE,
-                    at(),
-                    format!("'{capability}' is a '{}' entry, which cannot be called", entry.kind),
-                ));
-                return;
             }
-            // Decoded once per entry, however many steps call it.
-            let input = entry.input_schema.as_deref().and_then(ObjectSchema::parse);
-            self.inputs.insert(capability.to_owned(), input);
-            self.entries.insert(capability.to_owned(), entry);
+        };
+        if !is_callable(&entry.kind) {
+            self.diagnostics.push(error_at(
+                codes::NOT_CALLABLE,
+                at(),
+                format!("'{capability}' is a '{}' entry, which cannot be called", entry.kind),
+            ));
+            return;
         }
-        if let Some(Some(schema)) = self.inputs.get(capability) {
+        let entries: &'p BTreeMap<&'p str, Option<CatalogEntry>> = self.entries;
+        let input_schema = entries.get(capability).and_then(Option::as_ref).and_then(|e| e.input_schema.as_deref());
+        // Decoded once per entry, however many steps call it.
+        let schema = self.inputs.entry(capability).or_insert_with(|| input_schema.and_then(ObjectSchema::parse));
+        if let Some(schema) = schema {
             let findings = arguments(step, capability, schema, with);
             self.diagnostics.extend(findings);
         }
@@ -333,14 +388,14 @@ impl<'p, 'd> Checker<'p, 'd> {
 /// Findings of the arguments in `with` against the entry's input schema.
 fn arguments(step: &Step, capability: &str, schema: &ObjectSchema, with: Option<&Template>) -> Vec<Diagnostic> {
     let mut diagnostics = Vec::new();
-    let with_path = || step.path.at("with");
-    let members: &[(String, Template)] = match with {
+    let with_path = || step.location.path().at("with");
+    let members: &[(&str, Template)] = match with {
         Some(Template::Object(members)) => members,
         _ => &[],
     };
     for name in &schema.required {
         if !members.iter().any(|(key, _)| key == name) {
-            let at = if with.is_some() { with_path().pointer() } else { step.path.pointer() };
+            let at = if with.is_some() { with_path().pointer() } else { step.location.pointer() };
             diagnostics.push(error_at(
                 codes::ARGUMENT_MISMATCH,
                 at,
@@ -360,7 +415,7 @@ fn arguments(step: &Step, capability: &str, schema: &ObjectSchema, with: Option<
             }
             Some(property) => {
                 if let Template::Literal(value) = argument
-                    && let Some(expected) = type_mismatch(&property.types, value)
+                    && let Some(expected) = type_mismatch(&property.types, &value.to_value())
                 {
                     diagnostics.push(error_at(
                         codes::ARGUMENT_MISMATCH,
@@ -381,7 +436,7 @@ fn type_mismatch(types: &Types, value: &Value) -> Option<String> {
     if types.fits(value) { None } else { Some(format!("of type {}", types.names().collect::<Vec<_>>().join(" or "))) }
 }
 
-fn derive_plan(program: &Program, entries: &BTreeMap<String, CatalogEntry>) -> Plan {
+fn derive_plan(program: &Program, entries: &BTreeMap<&str, Option<CatalogEntry>>) -> Plan {
     let mut steps = Vec::new();
     plan_sequence(&program.steps, None, None, entries, &mut steps);
     let max = aggregate(steps.iter().map(|step: &PlanStep| step.risk_hints));
@@ -392,19 +447,21 @@ fn plan_sequence(
     steps: &[Step],
     arm: Option<&Arm>,
     loop_id: Option<&str>,
-    entries: &BTreeMap<String, CatalogEntry>,
+    entries: &BTreeMap<&str, Option<CatalogEntry>>,
     out: &mut Vec<PlanStep>,
 ) {
     for step in steps {
         let (calls, risk, risk_hints): (Option<String>, String, RiskHints) = match &step.kind {
-            StepKind::Call { capability, .. } => match entries.get(capability) {
-                Some(entry) => (Some(capability.clone()), entry.risk.clone(), entry.risk_hints),
-                None => (Some(capability.clone()), "destructive".to_owned(), pilotage_guest_sdk::diag::DESTRUCTIVE),
+            StepKind::Call { capability, .. } => match entries.get(capability).and_then(Option::as_ref) {
+                Some(entry) => (Some((*capability).to_owned()), entry.risk.clone(), entry.risk_hints),
+                None => {
+                    (Some((*capability).to_owned()), "destructive".to_owned(), pilotage_guest_sdk::diag::DESTRUCTIVE)
+                }
             },
             _ => (None, "safe".to_owned(), SAFE),
         };
         out.push(PlanStep {
-            id: step.id.clone(),
+            id: step.id.to_owned(),
             calls,
             arm: arm.cloned(),
             loop_: loop_id.map(str::to_owned),
@@ -414,11 +471,11 @@ fn plan_sequence(
         match &step.kind {
             StepKind::Branch { then_steps, else_steps, .. } => {
                 for (label, arm_steps) in [("then", then_steps), ("else", else_steps)] {
-                    let arm = Arm { branch: step.id.clone(), label: label.to_owned() };
+                    let arm = Arm { branch: step.id.to_owned(), label: label.to_owned() };
                     plan_sequence(arm_steps, Some(&arm), loop_id, entries, out);
                 }
             }
-            StepKind::ForEach { body, .. } => plan_sequence(body, arm, Some(&step.id), entries, out),
+            StepKind::ForEach { body, .. } => plan_sequence(body, arm, Some(step.id), entries, out),
             StepKind::Call { .. } | StepKind::Set { .. } => {}
         }
     }
@@ -427,7 +484,8 @@ fn plan_sequence(
 /// Checks `input` against the program's declaration (the parameter-binding
 /// convention): `input_binding` findings with pointers into `input`.
 pub fn bind_input(document: &str, input: Option<&Value>) -> Vec<Diagnostic> {
-    let (program, _) = parse(document);
+    let doc = Doc::parse(document);
+    let (program, _) = parse(doc.as_ref());
     let mut diagnostics = Vec::new();
     let Some(input) = input else {
         if let Some(declared) = &program.input {
@@ -447,7 +505,7 @@ pub fn bind_input(document: &str, input: Option<&Value>) -> Vec<Diagnostic> {
     };
     let Some(declared) = &program.input else { return diagnostics };
     for param in declared {
-        match members.get(&param.name) {
+        match members.get(param.name) {
             None if param.required => diagnostics.push(error_at(
                 INPUT_BINDING,
                 "",
@@ -455,18 +513,18 @@ pub fn bind_input(document: &str, input: Option<&Value>) -> Vec<Diagnostic> {
             )),
             Some(value) if !fits_param(param, value) => diagnostics.push(error_at(
                 INPUT_BINDING,
-                Path::root().at(&param.name).pointer(),
+                pilotage_guest_sdk::pointer::pointer([param.name]),
                 format!("input '{}' must be of type {}, found {value}", param.name, param.type_name),
             )),
             _ => {}
         }
     }
     for name in members.keys() {
-        if !declared.iter().any(|param| &param.name == name) {
-            let names: Vec<&str> = declared.iter().map(|param| param.name.as_str()).collect();
+        if !declared.iter().any(|param| param.name == name) {
+            let names: Vec<&str> = declared.iter().map(|param| param.name).collect();
             let diagnostic = error_at(
                 INPUT_BINDING,
-                Path::root().at(name).pointer(),
+                pilotage_guest_sdk::pointer::pointer([name]),
                 format!("input '{name}' is not declared by the program"),
             );
             diagnostics.push(with_hint(diagnostic, hint(name, names)));
@@ -477,5 +535,5 @@ pub fn bind_input(document: &str, input: Option<&Value>) -> Vec<Diagnostic> {
 
 fn fits_param(param: &InputParam, value: &Value) -> bool {
     // `any` (the one input type that is not a JSON type) fits everything.
-    crate::schema::is_of_type(&param.type_name, value).unwrap_or(true)
+    crate::schema::is_of_type(param.type_name, value).unwrap_or(true)
 }

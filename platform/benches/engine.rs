@@ -25,6 +25,10 @@
 //! - hostile spin (s, min/median/max of 5 runs per path; target ≤ 1.1 s): wall time
 //!   until a component spinning in `validate` is stopped at a 1 s deadline
 //!   (fuel set high enough that only the deadline can stop it).
+//!
+//! With `PILOTAGE_BENCH_COMPARE=a.wasm,b.wasm` the binary instead compares
+//! workflow components (say, before and after a change to the Language)
+//! interleaved in one process; see `compare_components`.
 
 mod workload;
 
@@ -273,11 +277,52 @@ fn spin_deadline() {
     }
 }
 
+/// Interleaved comparison of workflow components (`PILOTAGE_BENCH_COMPARE`,
+/// comma-separated `.wasm` paths): each round runs 300 raw 10-step
+/// validations per component in turn, 30 rounds, and prints each
+/// component's fastest and median round in µs per call. The machine's speed
+/// drifts by more than the differences a change to a Language makes; runs
+/// interleaved in one process see the same drift, so their ratio holds.
+fn compare_components(engine: &Engine, bundled: &Component, snapshot: &CatalogSnapshot, list: &str) {
+    const ROUNDS: usize = 30;
+    const CALLS: u32 = 300;
+    let program = json_program(bundled, &workload::ten_step_program(0));
+    let components: Vec<(&str, Component)> = list
+        .split(',')
+        .map(|path| {
+            let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
+            (path, engine.load(&bytes).unwrap_or_else(|e| panic!("{path} does not load: {e}")))
+        })
+        .collect();
+    let mut rounds = vec![Vec::with_capacity(ROUNDS); components.len()];
+    for _ in 0..ROUNDS {
+        for ((_, component), samples) in components.iter().zip(&mut rounds) {
+            let started = Instant::now();
+            for _ in 0..CALLS {
+                component
+                    .call(CallKind::Validation, CallContext::validation(snapshot.clone()), |language, store| {
+                        language.call_validate(store, black_box(program.text()), None)
+                    })
+                    .expect("validates");
+            }
+            samples.push(started.elapsed().as_secs_f64() * 1e6 / f64::from(CALLS));
+        }
+    }
+    for ((path, _), mut samples) in components.iter().zip(rounds) {
+        samples.sort_by(f64::total_cmp);
+        println!("{path}: fastest round {:.1} µs/call, median round {:.1} µs/call", samples[0], samples[ROUNDS / 2]);
+    }
+}
+
 fn main() {
     let mut criterion = Criterion::default().configure_from_args();
     let engine = Engine::new(Bounds::default(), None).expect("the engine starts");
     let component = engine.load(pilotage_platform::bundled::WORKFLOW).expect("workflow loads");
     let snapshot = demo_snapshot();
+    if let Ok(list) = std::env::var("PILOTAGE_BENCH_COMPARE") {
+        compare_components(&engine, &component, &snapshot, &list);
+        return;
+    }
     validate_benches(&mut criterion, &component, &snapshot);
     report_fuel(&component, &snapshot);
     load_benches(&mut criterion);

@@ -356,7 +356,9 @@ impl<'p, 'x> Checker<'p, 'x> {
             return;
         }
         let at = || step.location.at("capability");
-        let entry = match self.entries.get(capability) {
+        // Copied out so the entry outlives this borrow of `self`.
+        let entries: &'p BTreeMap<&'p str, Option<CatalogEntry>> = self.entries;
+        let entry = match entries.get(capability) {
             Some(Some(entry)) => entry,
             _ => {
                 let ids = self.catalog.ids();
@@ -374,10 +376,11 @@ impl<'p, 'x> Checker<'p, 'x> {
             ));
             return;
         }
-        let entries: &'p BTreeMap<&'p str, Option<CatalogEntry>> = self.entries;
-        let input_schema = entries.get(capability).and_then(Option::as_ref).and_then(|e| e.input_schema.as_deref());
         // Decoded once per entry, however many steps call it.
-        let schema = self.inputs.entry(capability).or_insert_with(|| input_schema.and_then(ObjectSchema::parse));
+        let schema = self
+            .inputs
+            .entry(capability)
+            .or_insert_with(|| entry.input_schema.as_deref().and_then(ObjectSchema::parse));
         if let Some(schema) = schema {
             let findings = arguments(step, capability, schema, with);
             self.diagnostics.extend(findings);

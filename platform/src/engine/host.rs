@@ -181,7 +181,9 @@ impl ResourceLimiter for Limits {
 /// The data of one store: WASI state that grants nothing, the memory
 /// limiter, and the call context.
 pub struct HostState {
-    wasi: WasiCtx,
+    /// Built on the first WASI call only: most calls make none, and
+    /// building one seeds its random generators.
+    wasi: Option<WasiCtx>,
     table: ResourceTable,
     /// The memory limiter.
     pub limits: Limits,
@@ -192,20 +194,22 @@ pub struct HostState {
 impl HostState {
     /// Store data for one call with a memory cap of `memory_bytes`.
     pub fn new(memory_bytes: u64, call: CallContext) -> HostState {
-        // No preopened directories, no environment, no arguments, no
-        // sockets; stdin is empty and stdout/stderr are discarded; the
-        // clocks are frozen at the Unix epoch (time comes from the `now`
-        // import only).
-        let wasi = WasiCtx::builder().wall_clock(FrozenClock).monotonic_clock(FrozenClock).build();
         let limits =
             StoreLimitsBuilder::new().memory_size(memory_bytes as usize).instances(64).tables(64).memories(16).build();
-        HostState { wasi, table: ResourceTable::new(), limits: Limits { inner: limits, denied: false }, call }
+        HostState { wasi: None, table: ResourceTable::new(), limits: Limits { inner: limits, denied: false }, call }
     }
 }
 
 impl WasiView for HostState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+        // No preopened directories, no environment, no arguments, no
+        // sockets; stdin is empty and stdout/stderr are discarded; the
+        // clocks are frozen at the Unix epoch (time comes from the `now`
+        // import only).
+        let wasi = self
+            .wasi
+            .get_or_insert_with(|| WasiCtx::builder().wall_clock(FrozenClock).monotonic_clock(FrozenClock).build());
+        WasiCtxView { ctx: wasi, table: &mut self.table }
     }
 }
 

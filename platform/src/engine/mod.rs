@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
-use wasmtime::component::{HasSelf, Linker};
+use wasmtime::component::{ComponentExportIndex, HasSelf, Linker};
 use wasmtime::{Config, PoolingAllocationConfig, Store, Trap};
 
 use crate::language::description::LanguageDescription;
@@ -42,6 +42,7 @@ pub mod bindings {
     });
 }
 
+use bindings::pilotage::language::{describe_types, run_types, types};
 use bindings::{Language, LanguagePre};
 
 /// Occurs when the engine cannot be created or a component cannot be
@@ -231,9 +232,25 @@ impl Engine {
         let instance_pre =
             self.inner.linker.instantiate_pre(&compiled).map_err(|e| EngineError::Imports(format!("{e:#}")))?;
         let pre = LanguagePre::new(instance_pre).map_err(|e| EngineError::Imports(format!("{e:#}")))?;
+        // Every export's type is checked once, here: instantiating through
+        // the generated `Language` checks all four, so a component whose
+        // `execute` does not match the world fails to load instead of
+        // failing its first run.
+        let mut store = Store::new(
+            &self.inner.wasmtime,
+            HostState::new(self.inner.bounds.memory_bytes, host::CallContext::describe()),
+        );
+        store.limiter(|state| &mut state.limits);
+        store.set_fuel(self.inner.bounds.validation.fuel).map_err(|e| EngineError::Config(format!("{e:#}")))?;
+        store.set_epoch_deadline(self.inner.bounds.validation.epoch_ticks());
+        store.epoch_deadline_trap();
+        pre.instantiate(&mut store).map_err(|e| EngineError::Imports(format!("{e:#}")))?;
+        drop(store);
+        let exports = ExportIndices::of(&compiled)?;
         let mut component = Component {
             engine: self.clone(),
             pre: Arc::new(pre),
+            exports: Arc::new(exports),
             sha256,
             from_cache,
             description: Arc::new(placeholder_description()),
@@ -299,6 +316,7 @@ pub enum CallKind {
 pub struct Component {
     engine: Engine,
     pre: Arc<LanguagePre<HostState>>,
+    exports: Arc<ExportIndices>,
     sha256: String,
     from_cache: bool,
     description: Arc<LanguageDescription>,
@@ -355,7 +373,7 @@ impl Component {
         &self,
         kind: CallKind,
         context: host::CallContext,
-        f: impl FnOnce(&Language, &mut Store<HostState>) -> wasmtime::Result<R>,
+        f: impl FnOnce(&Exports, &mut Store<HostState>) -> wasmtime::Result<R>,
     ) -> Result<R, CallError> {
         self.call_with_state(kind, context, f).0
     }
@@ -366,7 +384,7 @@ impl Component {
         &self,
         kind: CallKind,
         context: host::CallContext,
-        f: impl FnOnce(&Language, &mut Store<HostState>) -> wasmtime::Result<R>,
+        f: impl FnOnce(&Exports, &mut Store<HostState>) -> wasmtime::Result<R>,
     ) -> (Result<R, CallError>, host::CallContext, CallCost) {
         let bounds = &self.engine.inner.bounds;
         let call_bounds = match kind {
@@ -385,12 +403,109 @@ impl Component {
         }
         store.set_epoch_deadline(call_bounds.epoch_ticks());
         store.epoch_deadline_trap();
-        let result = self.pre.instantiate(&mut store).and_then(|language| f(&language, &mut store));
+        let result = self
+            .pre
+            .instance_pre()
+            .instantiate(&mut store)
+            .and_then(|instance| f(&Exports { instance, indices: &self.exports }, &mut store));
         let fuel = call_bounds.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
         let cost = CallCost { fuel, wall: started.elapsed() };
         let memory_denied = store.data().limits.denied;
         let result = result.map_err(|error| classify(&error, memory_denied, call_bounds, bounds.memory_bytes));
         (result, store.into_data().call, cost)
+    }
+}
+
+/// Where the world's four exports sit in one component, looked up once at
+/// load.
+struct ExportIndices {
+    describe: ComponentExportIndex,
+    validate: ComponentExportIndex,
+    bind_input: ComponentExportIndex,
+    execute: ComponentExportIndex,
+}
+
+impl ExportIndices {
+    fn of(component: &wasmtime::component::Component) -> Result<ExportIndices, EngineError> {
+        let index = |name: &str| {
+            component
+                .get_export_index(None, name)
+                .ok_or_else(|| EngineError::Imports(format!("the component does not export '{name}'")))
+        };
+        Ok(ExportIndices {
+            describe: index("describe")?,
+            validate: index("validate")?,
+            bind_input: index("bind-input")?,
+            execute: index("execute")?,
+        })
+    }
+}
+
+/// The exports of one fresh instance, as a call sees them. Each method
+/// fetches only the export it calls: fetching checks the export's type
+/// against the world, and checking all four on every call (as the generated
+/// `Language` does) was a measurable share of a small validation.
+pub struct Exports<'c> {
+    instance: wasmtime::component::Instance,
+    indices: &'c ExportIndices,
+}
+
+impl Exports<'_> {
+    /// Calls `describe`.
+    ///
+    /// # Errors
+    /// A trap, a bound, or an export whose type does not match the world.
+    pub fn call_describe(&self, store: &mut Store<HostState>) -> wasmtime::Result<describe_types::LanguageInfo> {
+        let func =
+            self.instance.get_typed_func::<(), (describe_types::LanguageInfo,)>(&mut *store, &self.indices.describe)?;
+        Ok(func.call(store, ())?.0)
+    }
+
+    /// Calls `validate(program, context)`.
+    ///
+    /// # Errors
+    /// As [`Exports::call_describe`].
+    pub fn call_validate(
+        &self,
+        store: &mut Store<HostState>,
+        program: &str,
+        context: Option<&str>,
+    ) -> wasmtime::Result<run_types::Validation> {
+        let func = self
+            .instance
+            .get_typed_func::<(&str, Option<&str>), (run_types::Validation,)>(&mut *store, &self.indices.validate)?;
+        Ok(func.call(store, (program, context))?.0)
+    }
+
+    /// Calls `bind-input(program, input)`.
+    ///
+    /// # Errors
+    /// As [`Exports::call_describe`].
+    pub fn call_bind_input(
+        &self,
+        store: &mut Store<HostState>,
+        program: &str,
+        input: Option<&str>,
+    ) -> wasmtime::Result<Vec<types::Diagnostic>> {
+        let func = self
+            .instance
+            .get_typed_func::<(&str, Option<&str>), (Vec<types::Diagnostic>,)>(&mut *store, &self.indices.bind_input)?;
+        Ok(func.call(store, (program, input))?.0)
+    }
+
+    /// Calls `execute(request)`.
+    ///
+    /// # Errors
+    /// As [`Exports::call_describe`].
+    pub fn call_execute(
+        &self,
+        store: &mut Store<HostState>,
+        request: &run_types::RunRequest,
+    ) -> wasmtime::Result<run_types::RunResult> {
+        let func = self
+            .instance
+            .get_typed_func::<(&run_types::RunRequest,), (run_types::RunResult,)>(&mut *store, &self.indices.execute)?;
+        Ok(func.call(store, (request,))?.0)
     }
 }
 

@@ -147,7 +147,7 @@ pub fn validate(
     let context_text = context.map(Value::to_string);
     let result = component
         .call(CallKind::Validation, CallContext::validation(catalog.clone()), |language, store| {
-            language.call_validate(store, program.text(), context_text.as_ref())
+            language.call_validate(store, program.text(), context_text.as_deref())
         })
         .map_err(bound_or_internal)?;
     let limit = component.engine().bounds().result_bytes;
@@ -278,7 +278,7 @@ pub fn bind_input(
     let input_text = input.map(Value::to_string);
     let findings = component
         .call(CallKind::Validation, CallContext::describe(), |language, store| {
-            language.call_bind_input(store, program.text(), input_text.as_ref())
+            language.call_bind_input(store, program.text(), input_text.as_deref())
         })
         .map_err(bound_or_internal)?;
     Ok(findings

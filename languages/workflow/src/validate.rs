@@ -2,7 +2,7 @@
 //! Validation reads the caller's visible catalog and nothing else; it
 //! never invokes an entry.
 
-use std::collections::{BTreeMap, BTreeSet};
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use pilotage_guest_sdk::diag::{INPUT_BINDING, SAFE, aggregate, error_at, warning_at, with_hint};
 use pilotage_guest_sdk::hints::hint;
@@ -37,7 +37,7 @@ pub fn validate(document: &str, catalog: &dyn Catalog) -> Validation {
     let called = called(&steps);
     // Every entry the program calls, read once before the checks so the
     // checks can borrow the entries' schemas (`None`: not visible).
-    let entries: BTreeMap<&str, Option<CatalogEntry>> = called.iter().map(|id| (*id, catalog.get(id))).collect();
+    let entries: FxHashMap<&str, Option<CatalogEntry>> = called.iter().map(|id| (*id, catalog.get(id))).collect();
     Checker::new(&program, &steps, catalog, &entries, &mut diagnostics).run();
     let valid = !diagnostics.iter().any(|d| d.severity == Severity::Error);
     let plan = valid.then(|| derive_plan(&program, &entries));
@@ -63,7 +63,7 @@ pub fn references(program: &Program) -> Vec<String> {
 
 /// The entry ids `steps` call, in order, once each.
 fn called<'p>(steps: &[&Step<'p>]) -> Vec<&'p str> {
-    let mut seen = BTreeSet::new();
+    let mut seen = FxHashSet::default();
     steps
         .iter()
         .filter_map(|step| match step.kind {
@@ -113,17 +113,17 @@ struct Checker<'p, 'x> {
     steps: &'p [&'p Step<'p>],
     catalog: &'p dyn Catalog,
     /// The entries the program calls (`None`: not in the visible catalog).
-    entries: &'p BTreeMap<&'p str, Option<CatalogEntry>>,
+    entries: &'p FxHashMap<&'p str, Option<CatalogEntry>>,
     diagnostics: &'x mut Vec<Diagnostic>,
     /// Every step id, numbered by the position of its first step in
     /// `steps`.
-    ids: BTreeMap<&'p str, usize>,
+    ids: FxHashMap<&'p str, usize>,
     /// Every loop variable name used anywhere.
-    all_vars: BTreeSet<&'p str>,
+    all_vars: FxHashSet<&'p str>,
     /// Input schemas of called entries, decoded once per validation.
-    inputs: BTreeMap<&'p str, Option<ObjectSchema<'p>>>,
+    inputs: FxHashMap<&'p str, Option<ObjectSchema<'p>>>,
     /// Output schemas, decoded when a path first reads a field.
-    outputs: BTreeMap<&'p str, Option<ObjectSchema<'p>>>,
+    outputs: FxHashMap<&'p str, Option<ObjectSchema<'p>>>,
     /// By step number: whether some path reads that step's output.
     read: Vec<bool>,
 }
@@ -133,11 +133,11 @@ impl<'p, 'x> Checker<'p, 'x> {
         program: &'p Program<'p>,
         steps: &'p [&'p Step<'p>],
         catalog: &'p dyn Catalog,
-        entries: &'p BTreeMap<&'p str, Option<CatalogEntry>>,
+        entries: &'p FxHashMap<&'p str, Option<CatalogEntry>>,
         diagnostics: &'x mut Vec<Diagnostic>,
     ) -> Self {
-        let mut ids = BTreeMap::new();
-        let mut all_vars = BTreeSet::new();
+        let mut ids = FxHashMap::default();
+        let mut all_vars = FxHashSet::default();
         for (number, step) in steps.iter().enumerate() {
             if step.id.is_empty() {
                 continue;
@@ -170,8 +170,8 @@ impl<'p, 'x> Checker<'p, 'x> {
             diagnostics,
             ids,
             all_vars,
-            inputs: BTreeMap::new(),
-            outputs: BTreeMap::new(),
+            inputs: FxHashMap::default(),
+            outputs: FxHashMap::default(),
             read: vec![false; steps.len()],
         }
     }
@@ -256,7 +256,9 @@ impl<'p, 'x> Checker<'p, 'x> {
             Root::Input => self.input_path(path, at),
             Root::Step(id) => {
                 let Some(&number) = self.ids.get(id) else {
-                    let names: Vec<&str> = self.ids.keys().copied().collect();
+                    // Sorted, so the hint does not depend on the map's order.
+                    let mut names: Vec<&str> = self.ids.keys().copied().collect();
+                    names.sort_unstable();
                     let diagnostic = error_at(
                         codes::UNKNOWN_STEP_REFERENCE,
                         at.pointer(),
@@ -326,7 +328,7 @@ impl<'p, 'x> Checker<'p, 'x> {
 
     /// The callable entry `capability` names, if visible.
     fn callable(&self, capability: &str) -> Option<&'p CatalogEntry> {
-        let entries: &'p BTreeMap<&'p str, Option<CatalogEntry>> = self.entries;
+        let entries: &'p FxHashMap<&'p str, Option<CatalogEntry>> = self.entries;
         entries.get(capability)?.as_ref().filter(|entry| is_callable(&entry.kind))
     }
 
@@ -357,7 +359,7 @@ impl<'p, 'x> Checker<'p, 'x> {
         }
         let at = || step.location.at("capability");
         // Copied out so the entry outlives this borrow of `self`.
-        let entries: &'p BTreeMap<&'p str, Option<CatalogEntry>> = self.entries;
+        let entries: &'p FxHashMap<&'p str, Option<CatalogEntry>> = self.entries;
         let entry = match entries.get(capability) {
             Some(Some(entry)) => entry,
             _ => {
@@ -439,7 +441,7 @@ fn type_mismatch(types: &Types, value: &Value) -> Option<String> {
     if types.fits(value) { None } else { Some(format!("of type {}", types.names().collect::<Vec<_>>().join(" or "))) }
 }
 
-fn derive_plan(program: &Program, entries: &BTreeMap<&str, Option<CatalogEntry>>) -> Plan {
+fn derive_plan(program: &Program, entries: &FxHashMap<&str, Option<CatalogEntry>>) -> Plan {
     let mut steps = Vec::new();
     plan_sequence(&program.steps, None, None, entries, &mut steps);
     let max = aggregate(steps.iter().map(|step: &PlanStep| step.risk_hints));
@@ -450,7 +452,7 @@ fn plan_sequence(
     steps: &[Step],
     arm: Option<&Arm>,
     loop_id: Option<&str>,
-    entries: &BTreeMap<&str, Option<CatalogEntry>>,
+    entries: &FxHashMap<&str, Option<CatalogEntry>>,
     out: &mut Vec<PlanStep>,
 ) {
     for step in steps {

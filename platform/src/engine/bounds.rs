@@ -31,7 +31,7 @@ pub struct Bounds {
     pub execution: CallBounds,
     /// Linear memory one component instance may grow to, in bytes. A
     /// component's initial memory counts: the bundled Languages start at
-    /// about 3.2 MiB (1 MiB stack, data, a 2 MiB allocation arena).
+    /// about 1.7 MiB (1 MiB stack, data, a 512 KiB allocation arena).
     /// Overrun: the guest's allocation fails and it traps; reported as
     /// `bounds_exceeded` / `resource_exhausted`.
     pub memory_bytes: u64,

@@ -283,6 +283,7 @@ fn spin_deadline() {
 /// component's fastest and median round in µs per call. The machine's speed
 /// drifts by more than the differences a change to a Language makes; runs
 /// interleaved in one process see the same drift, so their ratio holds.
+/// Each line also gives the fuel of one validation (deterministic).
 fn compare_components(engine: &Engine, bundled: &Component, snapshot: &CatalogSnapshot, list: &str) {
     const ROUNDS: usize = 30;
     const CALLS: u32 = 300;
@@ -308,9 +309,20 @@ fn compare_components(engine: &Engine, bundled: &Component, snapshot: &CatalogSn
             samples.push(started.elapsed().as_secs_f64() * 1e6 / f64::from(CALLS));
         }
     }
-    for ((path, _), mut samples) in components.iter().zip(rounds) {
+    for ((path, component), mut samples) in components.iter().zip(rounds) {
         samples.sort_by(f64::total_cmp);
-        println!("{path}: fastest round {:.1} µs/call, median round {:.1} µs/call", samples[0], samples[ROUNDS / 2]);
+        // Fuel is deterministic: the guest's own work, free of the drift.
+        let (result, _, cost) =
+            component.call_with_state(CallKind::Validation, CallContext::validation(snapshot.clone()), |l, s| {
+                l.call_validate(s, program.text(), None)
+            });
+        result.expect("validates");
+        println!(
+            "{path}: fastest round {:.1} µs/call, median round {:.1} µs/call, fuel {}",
+            samples[0],
+            samples[ROUNDS / 2],
+            cost.fuel
+        );
     }
 }
 

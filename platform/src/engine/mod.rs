@@ -236,14 +236,8 @@ impl Engine {
         // the generated `Language` checks all four, so a component whose
         // `execute` does not match the world fails to load instead of
         // failing its first run.
-        let mut store = Store::new(
-            &self.inner.wasmtime,
-            HostState::new(self.inner.bounds.memory_bytes, host::CallContext::describe()),
-        );
-        store.limiter(|state| &mut state.limits);
-        store.set_fuel(self.inner.bounds.validation.fuel).map_err(|e| EngineError::Config(format!("{e:#}")))?;
-        store.set_epoch_deadline(self.inner.bounds.validation.epoch_ticks());
-        store.epoch_deadline_trap();
+        let (mut store, fueled) = self.store(&self.inner.bounds.validation, host::CallContext::describe());
+        fueled.map_err(|e| EngineError::Config(format!("cannot set fuel: {e:#}")))?;
         pre.instantiate(&mut store).map_err(|e| EngineError::Imports(format!("{e:#}")))?;
         drop(store);
         let exports = ExportIndices::of(&compiled)?;
@@ -260,6 +254,19 @@ impl Engine {
             .map_err(|e| EngineError::Describe(e.to_string()))?;
         component.description = Arc::new(host::description_from_wit(described));
         Ok(component)
+    }
+
+    /// A fresh store for one call under `call_bounds`, with the memory
+    /// limiter and the epoch deadline set; the result of setting its fuel
+    /// beside it (fuel is always enabled, so that fails only on a host
+    /// defect).
+    fn store(&self, call_bounds: &CallBounds, context: host::CallContext) -> (Store<HostState>, wasmtime::Result<()>) {
+        let mut store = Store::new(&self.inner.wasmtime, HostState::new(self.inner.bounds.memory_bytes, context));
+        store.limiter(|state| &mut state.limits);
+        let fueled = store.set_fuel(call_bounds.fuel);
+        store.set_epoch_deadline(call_bounds.epoch_ticks());
+        store.epoch_deadline_trap();
+        (store, fueled)
     }
 
     /// Loads a component from a file.
@@ -392,17 +399,14 @@ impl Component {
             CallKind::Execution => &bounds.execution,
         };
         let started = std::time::Instant::now();
-        let mut store = Store::new(&self.engine.inner.wasmtime, HostState::new(bounds.memory_bytes, context));
-        store.limiter(|state| &mut state.limits);
-        if let Err(e) = store.set_fuel(call_bounds.fuel) {
+        let (mut store, fueled) = self.engine.store(call_bounds, context);
+        if let Err(e) = fueled {
             return (
                 Err(CallError::Host(format!("cannot set fuel: {e:#}"))),
                 store.into_data().call,
                 CallCost::default(),
             );
         }
-        store.set_epoch_deadline(call_bounds.epoch_ticks());
-        store.epoch_deadline_trap();
         let result = self
             .pre
             .instance_pre()

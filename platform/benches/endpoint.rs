@@ -38,6 +38,10 @@
 //! latency. The tenant's request quota (200/s by default) is raised for the
 //! run, or it would cap the load. Clients and server share the machine.
 
+/// The allocator the `pilotage` binary runs with (see its `main.rs`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod workload;
 
 use std::hint::black_box;

@@ -30,6 +30,10 @@
 //! workflow components (say, before and after a change to the Language)
 //! interleaved in one process; see `compare_components`.
 
+/// The allocator the `pilotage` binary runs with (see its `main.rs`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod workload;
 
 use std::hint::black_box;

@@ -40,7 +40,10 @@ pub const ARENA_BYTES: usize = 512 << 10;
 pub const GROW_STEP_BYTES: usize = 1 << 20;
 
 /// A bump arena over the addresses `[start, end)`: the arithmetic of the
-/// allocator, kept free of raw memory so it is tested natively.
+/// allocator, kept free of raw memory so it is tested natively. The
+/// component's allocator counts addresses from the arena's start, so its
+/// arena is a constant (`Bump::new(0, ARENA_BYTES)`) in the initial image
+/// and an allocation reads no "not yet set up" flag.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Bump {
     /// The first address not handed out.
@@ -48,18 +51,25 @@ pub struct Bump {
     /// The end of the arena.
     end: usize,
     /// The start of the most recent live allocation, which may be resized
-    /// in place or given back.
-    last: Option<usize>,
+    /// in place or given back; [`Bump::NONE`] when there is none. (A plain
+    /// word rather than an `Option`: the allocator copies this struct on
+    /// every call.)
+    last: usize,
 }
 
 impl Bump {
+    /// `last` when no allocation may be resized or given back (no
+    /// allocation can start at the highest address).
+    const NONE: usize = usize::MAX;
+
     /// An empty arena over `[start, start + bytes)`.
     pub const fn new(start: usize, bytes: usize) -> Bump {
-        Bump { next: start, end: start + bytes, last: None }
+        Bump { next: start, end: start + bytes, last: Bump::NONE }
     }
 
     /// The address of `size` bytes aligned to `align` (a power of two), or
     /// `None` when the arena cannot hold them.
+    #[inline]
     pub fn allocate(&mut self, size: usize, align: usize) -> Option<usize> {
         let at = self.next.checked_add(align - 1)? & !(align - 1);
         let end = at.checked_add(size)?;
@@ -67,15 +77,16 @@ impl Bump {
             return None;
         }
         self.next = end;
-        self.last = Some(at);
+        self.last = at;
         Some(at)
     }
 
     /// Resizes the allocation at `address` to `new_size` in place when it
     /// is the most recent one and the arena has room; `false` otherwise
     /// (the caller moves it).
+    #[inline]
     pub fn resize_in_place(&mut self, address: usize, new_size: usize) -> bool {
-        if self.last != Some(address) {
+        if self.last != address {
             return false;
         }
         match address.checked_add(new_size) {
@@ -87,12 +98,13 @@ impl Bump {
         }
     }
 
-    /// Frees the allocation at `address`: its bytes come back when it is
-    /// the most recent one; otherwise nothing happens.
+    /// Gives back the allocation at `address` when it is the most recent
+    /// one; any other is left in place until the instance is discarded.
+    #[inline]
     pub fn free(&mut self, address: usize) {
-        if self.last == Some(address) {
+        if self.last == address {
             self.next = address;
-            self.last = None;
+            self.last = Bump::NONE;
         }
     }
 }
@@ -118,13 +130,17 @@ mod wasm {
 
     const PAGE_BYTES: usize = 64 << 10;
 
+    /// The arena's alignment. The bump aligns offsets from the arena's
+    /// start, which is this aligned; a request aligned more goes to talc.
+    const ARENA_ALIGN: usize = 4096;
+
+    /// The arena's memory, aligned to [`ARENA_ALIGN`].
+    #[repr(C, align(4096))]
+    struct Arena([MaybeUninit<u8>; ARENA_BYTES]);
+
     /// The arena: zero-initialised static memory (`.bss`), so it is part of
     /// the initial linear memory without being stored in the component.
-    static mut ARENA: [MaybeUninit<u8>; ARENA_BYTES] = [MaybeUninit::uninit(); ARENA_BYTES];
-
-    fn arena_start() -> usize {
-        (&raw const ARENA).addr()
-    }
+    static mut ARENA: Arena = Arena([MaybeUninit::uninit(); ARENA_BYTES]);
 
     /// Where talc's memory comes from: `memory.grow` only (the arena is the
     /// bump allocator's).
@@ -166,8 +182,8 @@ mod wasm {
     /// The allocator [`use_language_allocator!`](crate::use_language_allocator)
     /// installs: the bump arena, then talc.
     pub struct LanguageAllocator {
-        /// `None` until first use (the arena's address is not a constant).
-        bump: Cell<Option<Bump>>,
+        /// Offsets into `ARENA` (from 0), so the empty arena is a constant.
+        bump: Cell<Bump>,
         talc: TalcSyncCell<Grow, WasmBinning>,
     }
 
@@ -177,54 +193,70 @@ mod wasm {
 
     /// A new allocator (for the `#[global_allocator]` static).
     pub const fn language_allocator() -> LanguageAllocator {
-        LanguageAllocator { bump: Cell::new(None), talc: TalcSyncCell::new_wasm(Grow { grown_end: None }) }
+        LanguageAllocator {
+            bump: Cell::new(Bump::new(0, ARENA_BYTES)),
+            talc: TalcSyncCell::new_wasm(Grow { grown_end: None }),
+        }
     }
 
     impl LanguageAllocator {
+        /// Runs `f` on the bump state and stores the result back.
+        #[inline]
         fn with_bump<R>(&self, f: impl FnOnce(&mut Bump) -> R) -> R {
-            let mut bump = self.bump.get().unwrap_or(Bump::new(arena_start(), ARENA_BYTES));
+            let mut bump = self.bump.get();
             let result = f(&mut bump);
-            self.bump.set(Some(bump));
+            self.bump.set(bump);
             result
         }
 
-        fn in_arena(ptr: *mut u8) -> bool {
-            (arena_start()..arena_start() + ARENA_BYTES).contains(&ptr.addr())
+        /// The offset of `ptr` in the arena, when it points into it.
+        #[inline]
+        fn arena_offset(ptr: *mut u8) -> Option<usize> {
+            let offset = ptr.addr().wrapping_sub((&raw const ARENA).addr());
+            (offset < ARENA_BYTES).then_some(offset)
         }
 
-        /// The arena's memory at `address` (an address the bump handed out).
-        fn arena_ptr(address: usize) -> *mut u8 {
-            (&raw mut ARENA).cast::<u8>().wrapping_add(address - arena_start())
+        /// The arena's memory at `offset` (an offset the bump handed out).
+        #[inline]
+        fn arena_ptr(offset: usize) -> *mut u8 {
+            (&raw mut ARENA).cast::<u8>().wrapping_add(offset)
         }
     }
 
-    // SAFETY: arena addresses come from `Bump`, which hands out disjoint,
-    // aligned ranges inside `ARENA` (nothing else references it); every
-    // other pointer is talc's and goes back to talc.
+    // SAFETY: arena offsets come from `Bump`, which hands out disjoint
+    // ranges inside `ARENA` (nothing else references it), aligned from its
+    // start; the start is `ARENA_ALIGN`-aligned and more aligned requests go
+    // to talc. Every other pointer is talc's and goes back to talc.
     unsafe impl GlobalAlloc for LanguageAllocator {
+        #[inline]
         unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-            match self.with_bump(|bump| bump.allocate(layout.size(), layout.align())) {
-                Some(address) => Self::arena_ptr(address),
+            let bumped = if layout.align() <= ARENA_ALIGN {
+                self.with_bump(|bump| bump.allocate(layout.size(), layout.align()))
+            } else {
+                None
+            };
+            match bumped {
+                Some(offset) => Self::arena_ptr(offset),
                 // SAFETY: the caller's contract for `alloc`.
                 None => unsafe { self.talc.alloc(layout) },
             }
         }
 
+        #[inline]
         unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-            if Self::in_arena(ptr) {
-                self.with_bump(|bump| bump.free(ptr.addr()));
-            } else {
+            match Self::arena_offset(ptr) {
+                Some(offset) => self.with_bump(|bump| bump.free(offset)),
                 // SAFETY: a pointer outside the arena came from talc.
-                unsafe { self.talc.dealloc(ptr, layout) }
+                None => unsafe { self.talc.dealloc(ptr, layout) },
             }
         }
 
         unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-            if !Self::in_arena(ptr) {
+            let Some(offset) = Self::arena_offset(ptr) else {
                 // SAFETY: a pointer outside the arena came from talc.
                 return unsafe { self.talc.realloc(ptr, layout, new_size) };
-            }
-            if self.with_bump(|bump| bump.resize_in_place(ptr.addr(), new_size)) {
+            };
+            if self.with_bump(|bump| bump.resize_in_place(offset, new_size)) {
                 return ptr;
             }
             // SAFETY: `layout.align()` is valid and `new_size` is the

@@ -138,6 +138,9 @@ mod wasm {
     #[repr(C, align(4096))]
     struct Arena([MaybeUninit<u8>; ARENA_BYTES]);
 
+    // `align` takes a literal: keep it and the constant in step.
+    const _: () = assert!(core::mem::align_of::<Arena>() == ARENA_ALIGN);
+
     /// The arena: zero-initialised static memory (`.bss`), so it is part of
     /// the initial linear memory without being stored in the component.
     static mut ARENA: Arena = Arena([MaybeUninit::uninit(); ARENA_BYTES]);

@@ -44,7 +44,7 @@ pub mod http;
 pub mod language;
 pub mod mcp;
 pub mod operations;
-pub mod protocol;
+pub use pilotage_protocol as protocol;
 pub mod run;
 pub mod secrets;
 pub mod server;

@@ -1,5 +1,8 @@
 //! The Pilotage protocol model: serde types for every shape of the
-//! specification and the pure rules over them. No IO lives here.
+//! specification and the pure rules over them. No IO lives here, and the
+//! crate depends on nothing of the platform: the platform re-exports it as
+//! `pilotage_platform::protocol`, and the fuzz targets of its
+//! deserializers build without the WebAssembly runtime.
 //!
 //! Each module is one spec concept:
 //!
@@ -21,15 +24,23 @@
 //!   (Part III §7.2);
 //! - [`retention`]: retention values and ISO 8601 durations (Part II §6.6).
 //!
+//! How they connect: a [`manifest::Manifest`] lists Languages and their
+//! [`capabilities`]; a validation ([`requests::ValidateResponse`]) yields
+//! [`diagnostic`]s and a [`plan::Plan`] whose steps carry
+//! [`risk::RiskHints`]; an execution yields an [`outcome::Outcome`] and a
+//! [`trace::Trace`] that [`correspondence`] checks against the plan; every
+//! refusal is a [`request_error::RequestError`].
+//!
 //! Receivers ignore unknown members (Part II §1.2): no type here denies
 //! unknown fields. Where Part II §1.3 gives a client-side fallback for an
 //! unrecognized enumerated value, the type's `Deserialize` applies it.
 //!
 //! ```
-//! use pilotage_platform::protocol::risk::{RiskHints, aggregate};
+//! use pilotage_protocol::risk::{RiskHints, aggregate};
 //! let max = aggregate([RiskHints::SAFE, RiskHints::DESTRUCTIVE]);
 //! assert!(max.destructive && !max.read_only);
 //! ```
+#![forbid(unsafe_code)]
 
 pub mod capabilities;
 pub mod catalog;
@@ -67,7 +78,14 @@ pub const CATALOG_TOOL: &str = "pilotage_catalog";
 /// Deserializes a member that is present as `Some(value)`, keeping an
 /// explicit JSON `null` as `Some(Value::Null)`: for `input` and `output`,
 /// a present null and an absent member mean different things.
-pub(crate) fn present<'de, D>(deserializer: D) -> Result<Option<serde_json::Value>, D::Error>
+///
+/// For `#[serde(default, deserialize_with = "pilotage_protocol::present")]`
+/// on an `Option<serde_json::Value>` member.
+///
+/// # Errors
+///
+/// Those of the deserializer when the member is not JSON.
+pub fn present<'de, D>(deserializer: D) -> Result<Option<serde_json::Value>, D::Error>
 where
     D: serde::Deserializer<'de>,
 {

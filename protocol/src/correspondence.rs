@@ -237,10 +237,10 @@ pub fn check(plan: &Plan, trace: &[TraceStep], succeeded: bool) -> Vec<Mismatch>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::outcome::Outcome;
-    use crate::protocol::plan::Arm;
-    use crate::protocol::risk::RiskHints;
-    use crate::protocol::trace::Decision;
+    use crate::outcome::Outcome;
+    use crate::plan::Arm;
+    use crate::risk::RiskHints;
+    use crate::trace::Decision;
 
     fn plan_step(id: &str, calls: Option<&str>, arm: Option<(&str, &str)>, loop_id: Option<&str>) -> PlanStep {
         PlanStep {
@@ -270,7 +270,7 @@ mod tests {
         step.decisions = took
             .iter()
             .map(|t| Decision {
-                at: crate::protocol::trace_identity::base_id(id).into(),
+                at: crate::trace_identity::base_id(id).into(),
                 took: (*t).into(),
                 because: "test".into(),
             })

@@ -284,5 +284,20 @@ mod tests {
         assert!(matches!(settings.check(), Err(ConfigError::Invalid { field: "retention", .. })));
         let settings = Settings { request_timeout_ms: 10, ..Settings::default() };
         assert!(matches!(settings.check(), Err(ConfigError::Invalid { field: "request_timeout_ms", .. })));
+        for (per_principal, per_tenant) in [(0, 1024), (2048, 1024)] {
+            let settings = Settings {
+                max_sessions_per_principal: per_principal,
+                max_sessions_per_tenant: per_tenant,
+                ..Settings::default()
+            };
+            assert!(matches!(settings.check(), Err(ConfigError::Invalid { field: "max_sessions_per_principal", .. })));
+        }
+        let settings =
+            Settings { max_sessions_per_principal: 1024, max_sessions_per_tenant: 1024, ..Settings::default() };
+        settings.check().unwrap();
+        let settings = Settings { admin_max_body_bytes: 10, ..Settings::default() };
+        assert!(matches!(settings.check(), Err(ConfigError::Invalid { field: "admin_max_body_bytes", .. })));
+        let settings = Settings { max_component_bytes: 10, ..Settings::default() };
+        assert!(matches!(settings.check(), Err(ConfigError::Invalid { field: "max_component_bytes", .. })));
     }
 }

@@ -42,6 +42,16 @@ pub struct Settings {
     /// An MCP session idle for this many seconds ends (and its
     /// session-retained runs are deleted). Default 1800.
     pub session_idle_secs: u64,
+    /// Most MCP sessions one principal (tenant and subject) may hold open
+    /// at once. Default 64 (a busy agent host opening one session per
+    /// conversation, with room to spare). Beyond it an `initialize` is
+    /// refused with HTTP 429, `Retry-After` and a JSON-RPC error; no
+    /// session is created. Each idle session costs about 120 KB.
+    pub max_sessions_per_principal: usize,
+    /// Most MCP sessions one tenant may hold open at once, over all its
+    /// principals. Default 1024 (about 120 MB of idle sessions). Refused
+    /// like `max_sessions_per_principal`.
+    pub max_sessions_per_tenant: usize,
     /// Where the demo capability service listens; default: a free
     /// loopback port.
     pub demo_world_listen: Option<SocketAddr>,
@@ -62,6 +72,13 @@ pub struct Settings {
     /// The operator token of the admin API (`PILOTAGE_ADMIN_TOKEN`); none
     /// means only bearer tokens with an admin scope are accepted.
     pub admin_token: Option<String>,
+    /// Largest JSON body of an admin API route, in bytes. Default 4 MiB.
+    /// A larger body is refused with 413 (`body_too_large`), read no
+    /// further; the credential is checked before any body is read.
+    pub admin_max_body_bytes: usize,
+    /// Largest Language component upload, in bytes. Default 32 MiB.
+    /// Refused like `admin_max_body_bytes`.
+    pub max_component_bytes: usize,
 }
 
 impl Default for Settings {
@@ -78,6 +95,8 @@ impl Default for Settings {
             max_body_bytes: 4 << 20,
             request_timeout_ms: 60_000,
             session_idle_secs: 1800,
+            max_sessions_per_principal: 64,
+            max_sessions_per_tenant: 1024,
             demo_world_listen: None,
             demo_postgres: crate::datasource::demo::DEFAULT_ADMIN_URL.to_owned(),
             dev_tenant: "demo".to_owned(),
@@ -85,6 +104,8 @@ impl Default for Settings {
             bounds: Bounds::default(),
             auth: crate::auth::AuthSettings::default(),
             admin_token: None,
+            admin_max_body_bytes: 4 << 20,
+            max_component_bytes: 32 << 20,
         }
     }
 }
@@ -181,6 +202,24 @@ impl Settings {
         if self.max_body_bytes < 1024 {
             return Err(ConfigError::Invalid { field: "max_body_bytes", message: "must be at least 1024".into() });
         }
+        if self.admin_max_body_bytes < 1024 {
+            return Err(ConfigError::Invalid {
+                field: "admin_max_body_bytes",
+                message: "must be at least 1024".into(),
+            });
+        }
+        if self.max_component_bytes < 1024 {
+            return Err(ConfigError::Invalid { field: "max_component_bytes", message: "must be at least 1024".into() });
+        }
+        if self.max_sessions_per_principal == 0 || self.max_sessions_per_principal > self.max_sessions_per_tenant {
+            return Err(ConfigError::Invalid {
+                field: "max_sessions_per_principal",
+                message: format!(
+                    "must be at least 1 and at most max_sessions_per_tenant ({})",
+                    self.max_sessions_per_tenant
+                ),
+            });
+        }
         if self.request_timeout_ms <= self.bounds.execution.wall_time_ms {
             return Err(ConfigError::Invalid {
                 field: "request_timeout_ms",
@@ -245,5 +284,20 @@ mod tests {
         assert!(matches!(settings.check(), Err(ConfigError::Invalid { field: "retention", .. })));
         let settings = Settings { request_timeout_ms: 10, ..Settings::default() };
         assert!(matches!(settings.check(), Err(ConfigError::Invalid { field: "request_timeout_ms", .. })));
+        for (per_principal, per_tenant) in [(0, 1024), (2048, 1024)] {
+            let settings = Settings {
+                max_sessions_per_principal: per_principal,
+                max_sessions_per_tenant: per_tenant,
+                ..Settings::default()
+            };
+            assert!(matches!(settings.check(), Err(ConfigError::Invalid { field: "max_sessions_per_principal", .. })));
+        }
+        let settings =
+            Settings { max_sessions_per_principal: 1024, max_sessions_per_tenant: 1024, ..Settings::default() };
+        settings.check().unwrap();
+        let settings = Settings { admin_max_body_bytes: 10, ..Settings::default() };
+        assert!(matches!(settings.check(), Err(ConfigError::Invalid { field: "admin_max_body_bytes", .. })));
+        let settings = Settings { max_component_bytes: 10, ..Settings::default() };
+        assert!(matches!(settings.check(), Err(ConfigError::Invalid { field: "max_component_bytes", .. })));
     }
 }

@@ -330,8 +330,15 @@ pub async fn start(settings: Settings) -> Result<Server, StartError> {
         settings.public_url = Some(format!("http://{addr}"));
     }
     let auth = authenticator(&settings, &platform)?;
-    let admin =
-        crate::admin::AdminState { platform: platform.clone(), auth, operator_token: settings.admin_token.clone() };
+    let admin = crate::admin::AdminState {
+        platform: platform.clone(),
+        auth,
+        operator_token: settings.admin_token.clone(),
+        limits: crate::admin::AdminLimits {
+            json_bytes: settings.admin_max_body_bytes,
+            component_bytes: settings.max_component_bytes,
+        },
+    };
     // MCP sessions close only after the tool calls in flight have answered
     // (or the grace period is over): closing them at once would drop the
     // answers of Runs that are still executing.

@@ -15,14 +15,14 @@
 
 use std::sync::Arc;
 
+use axum::Extension;
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use serde_json::json;
 
-use super::{AdminState, ApiError, ApiResult, audit, authorize, live_tenant, parse_json};
+use super::{Admin, AdminBody, AdminState, ApiError, ApiResult, audit, live_tenant, parse_json};
 use crate::datasource::DataSourceError;
 use crate::datasource::attached::{AttachedSource, DataSourceSpec};
 use crate::operations::now_ms;
@@ -77,8 +77,11 @@ pub async fn restore(platform: &Platform, tenant: &Arc<Tenant>, row: &DataSource
     Ok(())
 }
 
-pub(super) async fn list(State(state): State<AdminState>, headers: HeaderMap, Path(tenant): Path<String>) -> ApiResult {
-    let admin = authorize(&state, &headers).await?;
+pub(super) async fn list(
+    State(state): State<AdminState>,
+    Extension(admin): Extension<Admin>,
+    Path(tenant): Path<String>,
+) -> ApiResult {
     admin.may(&tenant)?;
     let live = live_tenant(&state, &tenant).await?;
     let sources: Vec<_> = live.data_sources().iter().map(|source| source.describe()).collect();
@@ -87,10 +90,9 @@ pub(super) async fn list(State(state): State<AdminState>, headers: HeaderMap, Pa
 
 pub(super) async fn get(
     State(state): State<AdminState>,
-    headers: HeaderMap,
+    Extension(admin): Extension<Admin>,
     Path((tenant, name)): Path<(String, String)>,
 ) -> ApiResult {
-    let admin = authorize(&state, &headers).await?;
     admin.may(&tenant)?;
     let live = live_tenant(&state, &tenant).await?;
     Ok(Json(known(&live, &name)?.describe()).into_response())
@@ -98,11 +100,10 @@ pub(super) async fn get(
 
 pub(super) async fn put(
     State(state): State<AdminState>,
-    headers: HeaderMap,
+    Extension(admin): Extension<Admin>,
     Path((tenant, name)): Path<(String, String)>,
-    body: Bytes,
+    AdminBody(body): AdminBody,
 ) -> ApiResult {
-    let admin = authorize(&state, &headers).await?;
     admin.may(&tenant)?;
     let live = live_tenant(&state, &tenant).await?;
     check_name(&name)?;
@@ -149,10 +150,9 @@ pub(super) async fn put(
 
 pub(super) async fn delete(
     State(state): State<AdminState>,
-    headers: HeaderMap,
+    Extension(admin): Extension<Admin>,
     Path((tenant, name)): Path<(String, String)>,
 ) -> ApiResult {
-    let admin = authorize(&state, &headers).await?;
     admin.may(&tenant)?;
     let live = live_tenant(&state, &tenant).await?;
     known(&live, &name)?;
@@ -166,10 +166,9 @@ pub(super) async fn delete(
 
 pub(super) async fn refresh(
     State(state): State<AdminState>,
-    headers: HeaderMap,
+    Extension(admin): Extension<Admin>,
     Path((tenant, name)): Path<(String, String)>,
 ) -> ApiResult {
-    let admin = authorize(&state, &headers).await?;
     admin.may(&tenant)?;
     let live = live_tenant(&state, &tenant).await?;
     let source = known(&live, &name)?;

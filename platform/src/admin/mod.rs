@@ -7,18 +7,20 @@
 //! Credentials: the operator token (`--admin-token`), or a bearer token
 //! (a JWT in `jwt` mode, a development token in `dev` mode) holding
 //! `pilotage:admin` (every tenant) or `pilotage:tenant-admin` (its own
-//! tenant). Every request is validated with a 4xx naming the field, every
+//! tenant), checked from the headers before any body is read
+//! ([`admission`]); each route's body is bounded. Every request is validated with a 4xx naming the field, every
 //! change is audited (who, what, when), and writes are idempotent where
 //! they can be.
 
+pub mod admission;
 pub mod data_sources;
 pub mod openapi;
 
 use std::sync::Arc;
 
+use axum::Extension;
 use axum::Json;
 use axum::Router;
-use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -38,8 +40,7 @@ use crate::run::invoker::HttpBinding;
 use crate::service::{Platform, Quotas};
 use crate::store::{AuditRow, LanguageRow, TenantRow};
 
-/// Largest component upload accepted, in bytes.
-pub const MAX_COMPONENT_BYTES: usize = 32 << 20;
+pub use admission::{AdminBody, AdminLimits, ComponentUpload};
 
 /// The admin API's state.
 #[derive(Clone)]
@@ -50,6 +51,8 @@ pub struct AdminState {
     pub auth: Arc<Authenticator>,
     /// The operator token, when configured.
     pub operator_token: Option<String>,
+    /// The body bounds.
+    pub limits: AdminLimits,
 }
 
 /// Who is calling the admin API.
@@ -234,15 +237,18 @@ pub struct TenantCreate {
     pub quotas: Option<Quotas>,
 }
 
-fn parse_json<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
+fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     serde_json::from_slice(body).map_err(|error| {
         let field = error.to_string().split('`').nth(1).unwrap_or("body").to_owned();
         ApiError::field(&field, format!("the body does not fit: {error}"))
     })
 }
 
-async fn tenants_create(State(state): State<AdminState>, headers: HeaderMap, body: Bytes) -> ApiResult {
-    let admin = authorize(&state, &headers).await?;
+async fn tenants_create(
+    State(state): State<AdminState>,
+    Extension(admin): Extension<Admin>,
+    AdminBody(body): AdminBody,
+) -> ApiResult {
     if !matches!(admin, Admin::Operator(_)) {
         return Err(ApiError::forbidden("only an operator creates tenants"));
     }
@@ -266,15 +272,17 @@ async fn tenants_create(State(state): State<AdminState>, headers: HeaderMap, bod
     Ok((if created { StatusCode::CREATED } else { StatusCode::OK }, Json(tenant_json(&row))).into_response())
 }
 
-async fn tenants_list(State(state): State<AdminState>, headers: HeaderMap) -> ApiResult {
-    let admin = authorize(&state, &headers).await?;
+async fn tenants_list(State(state): State<AdminState>, Extension(admin): Extension<Admin>) -> ApiResult {
     let rows = state.platform.store().tenants().await?;
     let visible: Vec<Value> = rows.iter().filter(|row| admin.may(&row.id).is_ok()).map(tenant_json).collect();
     Ok(Json(json!({"tenants": visible})).into_response())
 }
 
-async fn tenants_get(State(state): State<AdminState>, headers: HeaderMap, Path(tenant): Path<String>) -> ApiResult {
-    let admin = authorize(&state, &headers).await?;
+async fn tenants_get(
+    State(state): State<AdminState>,
+    Extension(admin): Extension<Admin>,
+    Path(tenant): Path<String>,
+) -> ApiResult {
     admin.may(&tenant)?;
     Ok(Json(tenant_json(&tenant_row(&state, &tenant).await?)).into_response())
 }
@@ -296,11 +304,10 @@ pub struct TenantPatch {
 
 async fn tenants_patch(
     State(state): State<AdminState>,
-    headers: HeaderMap,
+    Extension(admin): Extension<Admin>,
     Path(tenant): Path<String>,
-    body: Bytes,
+    AdminBody(body): AdminBody,
 ) -> ApiResult {
-    let admin = authorize(&state, &headers).await?;
     if !matches!(admin, Admin::Operator(_)) {
         return Err(ApiError::forbidden("only an operator changes a tenant"));
     }
@@ -324,8 +331,11 @@ async fn tenants_patch(
     Ok(Json(tenant_json(&row)).into_response())
 }
 
-async fn tenants_delete(State(state): State<AdminState>, headers: HeaderMap, Path(tenant): Path<String>) -> ApiResult {
-    let admin = authorize(&state, &headers).await?;
+async fn tenants_delete(
+    State(state): State<AdminState>,
+    Extension(admin): Extension<Admin>,
+    Path(tenant): Path<String>,
+) -> ApiResult {
     if !matches!(admin, Admin::Operator(_)) {
         return Err(ApiError::forbidden("only an operator deletes a tenant"));
     }
@@ -342,22 +352,29 @@ async fn live_tenant(state: &AdminState, tenant: &str) -> Result<Arc<crate::serv
 
 async fn languages_upload(
     State(state): State<AdminState>,
-    headers: HeaderMap,
+    Extension(admin): Extension<Admin>,
     Path(tenant): Path<String>,
-    body: Bytes,
+    request: axum::extract::Request,
 ) -> ApiResult {
-    let admin = authorize(&state, &headers).await?;
     admin.may(&tenant)?;
     live_tenant(&state, &tenant).await?;
-    if body.is_empty() {
+    let ComponentUpload { bytes, sha256 } = ComponentUpload::read(request, &state.limits).await?;
+    if bytes.is_empty() {
         return Err(ApiError::field("body", "the body must be the component's bytes (application/wasm)"));
     }
     let engine = state.platform.engine().clone();
-    let bytes = body.to_vec();
-    let component = tokio::task::spawn_blocking(move || engine.load(&bytes))
-        .await
-        .map_err(ApiError::internal)?
-        .map_err(|error| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "not_loadable", error.to_string()))?;
+    // The bytes move to the compiling thread and back: one copy in memory.
+    let (bytes, loaded) = tokio::task::spawn_blocking(move || {
+        let loaded = engine.load(&bytes);
+        (bytes, loaded)
+    })
+    .await
+    .map_err(ApiError::internal)?;
+    let component = loaded.map_err(|error| {
+        let mut refused = ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "not_loadable", error.to_string());
+        refused.body["error"]["sha256"] = json!(sha256);
+        refused
+    })?;
     let findings = lint(component.description());
     if has_errors(&findings) {
         let mut error = ApiError::new(
@@ -381,7 +398,7 @@ async fn languages_upload(
         tenant: tenant.clone(),
         name: name.clone(),
         sha256: component.sha256().to_owned(),
-        component: body.to_vec(),
+        component: bytes,
         lint: serde_json::to_string(&findings).unwrap_or_default(),
         active: true,
         uploaded_by: admin.actor(),
@@ -396,8 +413,11 @@ async fn languages_upload(
         .into_response())
 }
 
-async fn languages_list(State(state): State<AdminState>, headers: HeaderMap, Path(tenant): Path<String>) -> ApiResult {
-    let admin = authorize(&state, &headers).await?;
+async fn languages_list(
+    State(state): State<AdminState>,
+    Extension(admin): Extension<Admin>,
+    Path(tenant): Path<String>,
+) -> ApiResult {
     admin.may(&tenant)?;
     let rows = state.platform.store().languages_of_tenant(&tenant).await?;
     let live = state.platform.tenant(&tenant);
@@ -422,10 +442,9 @@ async fn languages_list(State(state): State<AdminState>, headers: HeaderMap, Pat
 
 async fn languages_get(
     State(state): State<AdminState>,
-    headers: HeaderMap,
+    Extension(admin): Extension<Admin>,
     Path((tenant, family, version)): Path<(String, String, String)>,
 ) -> ApiResult {
-    let admin = authorize(&state, &headers).await?;
     admin.may(&tenant)?;
     let name = format!("{family}/{version}");
     let slot = live_tenant(&state, &tenant)
@@ -448,11 +467,10 @@ pub struct Activate {
 
 async fn languages_activate(
     State(state): State<AdminState>,
-    headers: HeaderMap,
+    Extension(admin): Extension<Admin>,
     Path((tenant, family, version)): Path<(String, String, String)>,
-    body: Bytes,
+    AdminBody(body): AdminBody,
 ) -> ApiResult {
-    let admin = authorize(&state, &headers).await?;
     admin.may(&tenant)?;
     let request: Activate = parse_json(&body)?;
     let name = format!("{family}/{version}");
@@ -475,10 +493,9 @@ async fn languages_activate(
 
 async fn languages_retire(
     State(state): State<AdminState>,
-    headers: HeaderMap,
+    Extension(admin): Extension<Admin>,
     Path((tenant, family, version)): Path<(String, String, String)>,
 ) -> ApiResult {
-    let admin = authorize(&state, &headers).await?;
     admin.may(&tenant)?;
     let name = format!("{family}/{version}");
     let live = live_tenant(&state, &tenant).await?;
@@ -562,11 +579,10 @@ fn entry_json(stored: &StoredEntry) -> Value {
 
 async fn catalog_put(
     State(state): State<AdminState>,
-    headers: HeaderMap,
+    Extension(admin): Extension<Admin>,
     Path((tenant, id)): Path<(String, String)>,
-    body: Bytes,
+    AdminBody(body): AdminBody,
 ) -> ApiResult {
-    let admin = authorize(&state, &headers).await?;
     admin.may(&tenant)?;
     let live = live_tenant(&state, &tenant).await?;
     let input: EntryInput = parse_json(&body)?;
@@ -585,10 +601,9 @@ async fn catalog_put(
 
 async fn catalog_get(
     State(state): State<AdminState>,
-    headers: HeaderMap,
+    Extension(admin): Extension<Admin>,
     Path((tenant, id)): Path<(String, String)>,
 ) -> ApiResult {
-    let admin = authorize(&state, &headers).await?;
     admin.may(&tenant)?;
     let live = live_tenant(&state, &tenant).await?;
     let stored =
@@ -606,11 +621,10 @@ struct ListQuery {
 
 async fn catalog_list(
     State(state): State<AdminState>,
-    headers: HeaderMap,
+    Extension(admin): Extension<Admin>,
     Path(tenant): Path<String>,
     Query(query): Query<ListQuery>,
 ) -> ApiResult {
-    let admin = authorize(&state, &headers).await?;
     admin.may(&tenant)?;
     let live = live_tenant(&state, &tenant).await?;
     let limit = query.limit.unwrap_or(100).clamp(1, 1000);
@@ -629,10 +643,9 @@ async fn catalog_list(
 
 async fn catalog_delete(
     State(state): State<AdminState>,
-    headers: HeaderMap,
+    Extension(admin): Extension<Admin>,
     Path((tenant, id)): Path<(String, String)>,
 ) -> ApiResult {
-    let admin = authorize(&state, &headers).await?;
     admin.may(&tenant)?;
     let live = live_tenant(&state, &tenant).await?;
     owned_by_operator(&live, &id)?;
@@ -655,11 +668,10 @@ pub struct ApplyBody {
 
 async fn catalog_apply(
     State(state): State<AdminState>,
-    headers: HeaderMap,
+    Extension(admin): Extension<Admin>,
     Path(tenant): Path<String>,
-    body: Bytes,
+    AdminBody(body): AdminBody,
 ) -> ApiResult {
-    let admin = authorize(&state, &headers).await?;
     admin.may(&tenant)?;
     let live = live_tenant(&state, &tenant).await?;
     let request: ApplyBody = parse_json(&body)?;
@@ -701,11 +713,10 @@ pub struct SecretBody {
 
 async fn secrets_put(
     State(state): State<AdminState>,
-    headers: HeaderMap,
+    Extension(admin): Extension<Admin>,
     Path((tenant, name)): Path<(String, String)>,
-    body: Bytes,
+    AdminBody(body): AdminBody,
 ) -> ApiResult {
-    let admin = authorize(&state, &headers).await?;
     admin.may(&tenant)?;
     live_tenant(&state, &tenant).await?;
     if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
@@ -718,18 +729,20 @@ async fn secrets_put(
     Ok(Json(json!({"name": name})).into_response())
 }
 
-async fn secrets_list(State(state): State<AdminState>, headers: HeaderMap, Path(tenant): Path<String>) -> ApiResult {
-    let admin = authorize(&state, &headers).await?;
+async fn secrets_list(
+    State(state): State<AdminState>,
+    Extension(admin): Extension<Admin>,
+    Path(tenant): Path<String>,
+) -> ApiResult {
     admin.may(&tenant)?;
     Ok(Json(json!({"secrets": state.platform.store().secret_names(&tenant).await?})).into_response())
 }
 
 async fn secrets_delete(
     State(state): State<AdminState>,
-    headers: HeaderMap,
+    Extension(admin): Extension<Admin>,
     Path((tenant, name)): Path<(String, String)>,
 ) -> ApiResult {
-    let admin = authorize(&state, &headers).await?;
     admin.may(&tenant)?;
     if !state.platform.store().secret_delete(&tenant, &name).await? {
         return Err(ApiError::not_found(format!("no secret '{name}'")));
@@ -750,11 +763,10 @@ struct RunsQuery {
 
 async fn runs_list(
     State(state): State<AdminState>,
-    headers: HeaderMap,
+    Extension(admin): Extension<Admin>,
     Path(tenant): Path<String>,
     Query(query): Query<RunsQuery>,
 ) -> ApiResult {
-    let admin = authorize(&state, &headers).await?;
     admin.may(&tenant)?;
     let rows = state
         .platform
@@ -779,10 +791,9 @@ async fn runs_list(
 
 async fn runs_get(
     State(state): State<AdminState>,
-    headers: HeaderMap,
+    Extension(admin): Extension<Admin>,
     Path((tenant, run_id)): Path<(String, String)>,
 ) -> ApiResult {
-    let admin = authorize(&state, &headers).await?;
     admin.may(&tenant)?;
     let row = state
         .platform
@@ -801,8 +812,11 @@ struct AuditQuery {
     limit: Option<i64>,
 }
 
-async fn audit_list(State(state): State<AdminState>, headers: HeaderMap, Query(query): Query<AuditQuery>) -> ApiResult {
-    let admin = authorize(&state, &headers).await?;
+async fn audit_list(
+    State(state): State<AdminState>,
+    Extension(admin): Extension<Admin>,
+    Query(query): Query<AuditQuery>,
+) -> ApiResult {
     let rows = state.platform.store().audit_log(query.limit.unwrap_or(100).clamp(1, 1000)).await?;
     let visible: Vec<_> = rows
         .into_iter()
@@ -820,8 +834,7 @@ async fn openapi_json() -> Response {
 
 /// The admin routes, to be nested at `/admin/v1`.
 pub fn router(state: AdminState) -> Router {
-    Router::new()
-        .route("/openapi.json", get(openapi_json))
+    let authenticated = Router::new()
         .route("/tenants", get(tenants_list).post(tenants_create))
         .route("/tenants/{tenant}", get(tenants_get).patch(tenants_patch).delete(tenants_delete))
         .route("/tenants/{tenant}/languages", get(languages_list).post(languages_upload))
@@ -841,8 +854,11 @@ pub fn router(state: AdminState) -> Router {
         .route("/tenants/{tenant}/runs", get(runs_list))
         .route("/tenants/{tenant}/runs/{run_id}", get(runs_get))
         .route("/audit", get(audit_list))
-        .layer(axum::extract::DefaultBodyLimit::max(MAX_COMPONENT_BYTES))
-        .with_state(state)
+        // Every route above authenticates from the headers before its body
+        // is read; each body extractor applies its route's bound.
+        .route_layer(axum::middleware::from_fn_with_state(state.clone(), admission::require_admin))
+        .with_state(state);
+    Router::new().route("/openapi.json", get(openapi_json)).merge(authenticated)
 }
 
 /// Loads every stored tenant into the platform: tenants, their active

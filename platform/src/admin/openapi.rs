@@ -41,7 +41,7 @@ pub fn document() -> Value {
         "info": {
             "title": "Pilotage Platform admin API",
             "version": "1",
-            "description": "Tenants, Language components, catalog entries, data sources, secrets, runs and the audit log. Authenticate with the operator token or a bearer token holding pilotage:admin (every tenant) or pilotage:tenant-admin (its own tenant). Errors are {\"error\": {\"code\", \"message\", \"field\"?, \"findings\"?}}."
+            "description": "Tenants, Language components, catalog entries, data sources, secrets, runs and the audit log. Authenticate with the operator token or a bearer token holding pilotage:admin (every tenant) or pilotage:tenant-admin (its own tenant). Errors are {\"error\": {\"code\", \"message\", \"field\"?, \"findings\"?}}. The credential is checked before any body is read; a JSON body larger than admin_max_body_bytes (default 4 MiB), or an upload larger than max_component_bytes (default 32 MiB), is refused with 413 body_too_large."
         },
         "servers": [{"url": "/admin/v1"}],
         "components": {

@@ -1,6 +1,7 @@
 //! Bearer JWT validation for configured issuers: the signature against the
 //! issuer's JWKS (fetched, cached, refreshed when an unknown `kid`
-//! appears), `iss`, `aud` equal to this resource, `exp`/`nbf` with a small
+//! appears, in a single flight per issuer that never holds up tokens whose
+//! key is known), `iss`, `aud` equal to this resource, `exp`/`nbf` with a small
 //! leeway, and a per-issuer allow-list of asymmetric algorithms (never
 //! `none`, never HMAC, so an RSA public key can never serve as an HMAC
 //! secret).
@@ -11,7 +12,6 @@ use std::time::{Duration, Instant};
 
 use jsonwebtoken::jwk::{AlgorithmParameters, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation, decode, decode_header};
-use tokio::sync::RwLock;
 
 use super::{AuthError, Claims, IssuerConfig};
 
@@ -19,14 +19,30 @@ use super::{AuthError, Claims, IssuerConfig};
 /// `kid`s cannot be used to hammer it.
 pub const REFRESH_INTERVAL: Duration = Duration::from_secs(5);
 
-/// Keys by `kid`, and when they were last fetched.
-type KeySet = (HashMap<String, (DecodingKey, Algorithm)>, Option<Instant>);
+/// How long one JWKS fetch may take before it counts as failed.
+pub const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Keys by `kid`.
+type KeyMap = HashMap<String, (DecodingKey, Algorithm)>;
 
 /// One issuer's keys.
+///
+/// Invariant: no lock a key lookup takes is held across a fetch. `keys` is
+/// a synchronous lock held only to read an entry or swap in a fetched set;
+/// `refresh` (the single flight, holding when the last fetch started) is
+/// held across the fetch, and only requests naming an unknown `kid` wait
+/// on it.
 struct Issuer {
     config: IssuerConfig,
     algorithms: Vec<Algorithm>,
-    keys: RwLock<KeySet>,
+    keys: std::sync::RwLock<KeyMap>,
+    refresh: tokio::sync::Mutex<Option<Instant>>,
+}
+
+impl Issuer {
+    fn known(&self, kid: &str) -> Option<(DecodingKey, Algorithm)> {
+        self.keys.read().unwrap_or_else(|p| p.into_inner()).get(kid).cloned()
+    }
 }
 
 /// Validates bearer tokens of the configured issuers.
@@ -80,7 +96,12 @@ impl JwtVerifier {
                     config.issuer, config.algorithms
                 ));
             }
-            built.push(Issuer { config: config.clone(), algorithms, keys: RwLock::new((HashMap::new(), None)) });
+            built.push(Issuer {
+                config: config.clone(),
+                algorithms,
+                keys: std::sync::RwLock::new(HashMap::new()),
+                refresh: tokio::sync::Mutex::new(None),
+            });
         }
         Ok(JwtVerifier { issuers: built, http, audience, leeway })
     }
@@ -90,16 +111,13 @@ impl JwtVerifier {
         self.issuers.iter().map(|i| i.config.issuer.clone()).collect()
     }
 
-    async fn fetch(&self, issuer: &Issuer) -> Result<(), AuthError> {
-        let mut guard = issuer.keys.write().await;
-        if guard.1.is_some_and(|at| at.elapsed() < REFRESH_INTERVAL) {
-            return Ok(());
-        }
-        guard.1 = Some(Instant::now());
+    /// Fetches `issuer`'s JWKS: the keys by `kid`. Called without any lock
+    /// the key lookups take.
+    async fn fetch(&self, issuer: &Issuer) -> Result<KeyMap, AuthError> {
         let response = self
             .http
             .get(&issuer.config.jwks_url)
-            .timeout(Duration::from_secs(5))
+            .timeout(FETCH_TIMEOUT)
             .send()
             .await
             .map_err(|e| AuthError::Invalid(format!("the issuer's keys are unreachable: {e}")))?;
@@ -120,23 +138,30 @@ impl JwtVerifier {
                 keys.insert(kid, (key, family));
             }
         }
-        guard.0 = keys;
-        Ok(())
+        Ok(keys)
     }
 
+    /// The key `kid` of `issuer`. A known key is answered from the cache
+    /// at once, whatever fetch is in flight. An unknown one waits for the
+    /// issuer's single refresh: the first waiter fetches (at most once per
+    /// [`REFRESH_INTERVAL`]), the others find its keys when it is done.
     async fn key(&self, issuer: &Issuer, kid: &str) -> Result<(DecodingKey, Algorithm), AuthError> {
-        if let Some(found) = issuer.keys.read().await.0.get(kid).cloned() {
+        if let Some(found) = issuer.known(kid) {
             return Ok(found);
         }
-        self.fetch(issuer).await?;
-        issuer
-            .keys
-            .read()
-            .await
-            .0
-            .get(kid)
-            .cloned()
-            .ok_or_else(|| AuthError::Invalid(format!("unknown key id '{kid}'")))
+        {
+            let mut last_fetch = issuer.refresh.lock().await;
+            // The flight this request waited for may have brought the key.
+            if let Some(found) = issuer.known(kid) {
+                return Ok(found);
+            }
+            if !last_fetch.is_some_and(|at| at.elapsed() < REFRESH_INTERVAL) {
+                *last_fetch = Some(Instant::now());
+                let keys = self.fetch(issuer).await?;
+                *issuer.keys.write().unwrap_or_else(|p| p.into_inner()) = keys;
+            }
+        }
+        issuer.known(kid).ok_or_else(|| AuthError::Invalid(format!("unknown key id '{kid}'")))
     }
 
     /// Validates `token` and returns its claims.

@@ -2,9 +2,12 @@
 //! service behind a compatibility layer), `/healthz` and `/readyz`.
 //!
 //! - [`compat`]: JSON-RPC parse errors, liberal `Accept`, per-request
-//!   timeouts.
+//!   timeouts;
+//! - [`session_binding`]: sessions usable only by the principal that
+//!   opened them, and the ceilings on open sessions.
 
 pub mod compat;
+pub mod session_binding;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,6 +25,7 @@ use crate::admin::AdminState;
 use crate::auth::middleware::{protected_resource, require_principal};
 use crate::config::Settings;
 use crate::mcp::PilotageServer;
+use crate::mcp::session_binding::{SessionBindings, SessionCeilings};
 use crate::mcp::sessions::ObservedSessions;
 use crate::service::Platform;
 
@@ -38,6 +42,10 @@ pub struct EdgeSettings {
     pub request_timeout: Duration,
     /// Idle time after which a session ends.
     pub session_idle: Duration,
+    /// Most sessions open at once per principal.
+    pub max_sessions_per_principal: usize,
+    /// Most sessions open at once per tenant.
+    pub max_sessions_per_tenant: usize,
 }
 
 impl EdgeSettings {
@@ -49,23 +57,29 @@ impl EdgeSettings {
             max_body_bytes: settings.max_body_bytes,
             request_timeout: Duration::from_millis(settings.request_timeout_ms),
             session_idle: Duration::from_secs(settings.session_idle_secs),
+            max_sessions_per_principal: settings.max_sessions_per_principal,
+            max_sessions_per_tenant: settings.max_sessions_per_tenant,
         }
     }
 }
 
 /// The MCP service for `platform`, with its sessions observed so
-/// session-retained runs die with their session.
+/// session-retained runs die with their session, and its binding to its
+/// principal ends.
 fn mcp_service(
     platform: &Platform,
     settings: &EdgeSettings,
     shutdown: &CancellationToken,
+    bindings: &SessionBindings,
 ) -> StreamableHttpService<PilotageServer, ObservedSessions<LocalSessionManager>> {
     let mut sessions = LocalSessionManager::default();
     sessions.session_config.keep_alive = Some(settings.session_idle);
     let closing = platform.clone();
+    let bound = bindings.clone();
     let on_close: Arc<dyn Fn(&SessionId) + Send + Sync> = Arc::new(move |id: &SessionId| {
         let platform = closing.clone();
         let id = id.to_string();
+        bound.release(&id);
         platform.sessions().remove(&id);
         let runtime = platform.runtime().clone();
         runtime.spawn(async move {
@@ -111,14 +125,22 @@ async fn readyz(State(platform): State<Platform>) -> impl IntoResponse {
 /// authentication, the protected-resource metadata, the admin API at
 /// `/admin/v1`, `/healthz` and `/readyz`.
 pub fn app(platform: Platform, settings: EdgeSettings, shutdown: CancellationToken, admin: AdminState) -> Router {
-    let mcp = mcp_service(&platform, &settings, &shutdown);
+    let bindings = SessionBindings::new(SessionCeilings {
+        per_principal: settings.max_sessions_per_principal,
+        per_tenant: settings.max_sessions_per_tenant,
+        idle: settings.session_idle,
+    });
+    let mcp = mcp_service(&platform, &settings, &shutdown, &bindings);
     let compat = compat::Compat { max_body_bytes: settings.max_body_bytes, timeout: settings.request_timeout };
+    let binding = session_binding::SessionBinding { bindings, max_body_bytes: settings.max_body_bytes };
     let auth = admin.auth.clone();
     // Order: authenticate first (a refused request never reaches rmcp),
-    // then the compatibility layer.
+    // then the compatibility layer, then the session binding (which needs
+    // the principal, and reads the body compat has already bounded).
     let mcp_routes = Router::new()
         .route_service("/mcp", mcp.clone())
         .route_service("/t/{tenant}/mcp", mcp)
+        .layer(axum::middleware::from_fn_with_state(binding, session_binding::session_binding))
         .layer(axum::middleware::from_fn_with_state(compat, compat::compat))
         .layer(axum::middleware::from_fn_with_state(auth.clone(), require_principal));
     let metadata = Router::new()

@@ -6,9 +6,12 @@
 //!
 //! - [`tools`]: the tool surface and dispatch roles;
 //! - [`schemas`]: input and output schemas;
-//! - [`sessions`]: observing the end of MCP sessions.
+//! - [`sessions`]: observing the end of MCP sessions;
+//! - [`session_binding`]: each session bound to its principal, and the
+//!   ceilings on open sessions per principal and per tenant.
 
 pub mod schemas;
+pub mod session_binding;
 pub mod sessions;
 pub mod tools;
 

@@ -3,12 +3,26 @@
 //! ends (DELETE, idle expiry, shutdown), the runs it retained under
 //! `"session"` retention are deleted and it stops receiving notifications
 //! (Part II §6.6, Part III §8.1).
+//!
+//! The wrapper also binds each new session to its principal: the
+//! `initialize` request carries a [`PendingSession`] (put there by the
+//! HTTP edge after the ceiling check), and the place it holds is bound to
+//! the session id here, as the session is created and before its id is
+//! ever sent, so no session is reachable or uncounted in between.
 
 use std::sync::Arc;
 
-use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::model::{ClientJsonRpcMessage, GetExtensions, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_server::session::{EventStore, ServerSseMessage};
 use rmcp::transport::streamable_http_server::{RestoreOutcome, SessionId, SessionManager};
+
+use super::session_binding::PendingSession;
+
+/// The reservation an `initialize` message carries, if any.
+fn pending(message: &ClientJsonRpcMessage) -> Option<PendingSession> {
+    let ClientJsonRpcMessage::Request(request) = message else { return None };
+    request.request.extensions().get::<http::request::Parts>()?.extensions.get::<PendingSession>().cloned()
+}
 
 /// A session manager that reports each session's end once.
 pub struct ObservedSessions<M> {
@@ -37,6 +51,12 @@ impl<M: SessionManager> SessionManager for ObservedSessions<M> {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<ServerJsonRpcMessage, Self::Error> {
+        // Bound before the first await: the session exists from
+        // `create_session` on, and ends through `close_session`, which
+        // releases the binding.
+        if let Some(reservation) = pending(&message).and_then(|pending| pending.take()) {
+            reservation.bind(id);
+        }
         self.inner.initialize_session(id, message).await
     }
 

@@ -13,7 +13,7 @@ use pilotage_guest_sdk::diag::{error_in, with_hint};
 use pilotage_guest_sdk::hints::hint;
 use pilotage_guest_sdk::{CatalogEntry, Diagnostic, RiskHints, Severity, TextRange};
 use sqlparser::ast::{
-    AssignmentTarget, ConflictTarget, Cte, DataType, Delete, Distinct, Expr, FromTable, Function, FunctionArg,
+    AssignmentTarget, CastKind, ConflictTarget, Cte, DataType, Delete, Distinct, Expr, FromTable, Function, FunctionArg,
     FunctionArgExpr, FunctionArgumentClause, FunctionArguments, GroupByExpr, Ident, InTarget, Insert, Join,
     JoinConstraint, JoinOperator, LimitClause, ObjectName, OnConflictAction, OnInsert, OrderByExpr, OrderByKind, Query,
     Select, SelectItem, SelectItemQualifiedWildcardKind, SetExpr, Spanned, Statement, TableAlias, TableFactor,
@@ -21,8 +21,8 @@ use sqlparser::ast::{
 };
 use sqlparser::tokenizer::Span;
 
-use crate::codes;
 use crate::program::span_range;
+use crate::{codes, entry_id, types};
 
 /// The caller's visible catalog as validation sees it (the host's
 /// `catalog` import in the component; a map in tests).
@@ -33,24 +33,31 @@ pub trait Catalog {
     fn ids(&self, kind: &str) -> Vec<String>;
 }
 
-/// What a statement does to a relation it references.
+/// What a statement does to a relation it references, labeled by what it
+/// can destroy (Part II §5.3: destructive = may alter state
+/// irreversibly).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Access {
     /// Only reads it.
     Read,
-    /// Inserts or updates rows.
-    Write,
+    /// Adds rows (INSERT without `ON CONFLICT … DO UPDATE`): nothing that
+    /// was there is overwritten.
+    Insert,
+    /// Overwrites values in place (UPDATE, `INSERT … ON CONFLICT … DO
+    /// UPDATE`): the old values are gone.
+    Update,
     /// Deletes rows.
     Delete,
 }
 
 impl Access {
-    /// The use-level risk hints of this access (Part II §5.3).
+    /// The use-level risk hints of this access (Part II §5.3): a read is
+    /// `safe`, an insert `write`, an update or a delete `destructive`.
     pub fn hints(self) -> RiskHints {
         match self {
             Access::Read => pilotage_guest_sdk::diag::SAFE,
-            Access::Write => pilotage_guest_sdk::diag::WRITE,
-            Access::Delete => pilotage_guest_sdk::diag::DESTRUCTIVE,
+            Access::Insert => pilotage_guest_sdk::diag::WRITE,
+            Access::Update | Access::Delete => pilotage_guest_sdk::diag::DESTRUCTIVE,
         }
     }
 
@@ -58,7 +65,8 @@ impl Access {
     pub fn word(self) -> &'static str {
         match self {
             Access::Read => "read",
-            Access::Write => "write",
+            Access::Insert => "insert",
+            Access::Update => "update",
             Access::Delete => "delete",
         }
     }
@@ -69,8 +77,10 @@ impl Access {
 pub enum Class {
     /// A query (SELECT, VALUES, set operations, WITH).
     Query,
-    /// INSERT or UPDATE.
-    Write,
+    /// An INSERT that only adds rows.
+    Insert,
+    /// UPDATE, or INSERT … ON CONFLICT … DO UPDATE: overwrites values.
+    Update,
     /// DELETE.
     Delete,
     /// Anything else: refused.
@@ -78,11 +88,12 @@ pub enum Class {
 }
 
 impl Class {
-    /// The statement step's risk hints.
+    /// The statement step's risk hints: those of its strongest access.
     pub fn hints(self) -> RiskHints {
         match self {
             Class::Query => Access::Read.hints(),
-            Class::Write => Access::Write.hints(),
+            Class::Insert => Access::Insert.hints(),
+            Class::Update => Access::Update.hints(),
             Class::Delete | Class::Refused => Access::Delete.hints(),
         }
     }
@@ -142,19 +153,32 @@ pub struct Analysis {
     pub names: Vec<RelationName>,
 }
 
+/// One visible relation: its entry id and the two names it stands for.
+struct Visible {
+    id: String,
+    schema: String,
+    relation: String,
+}
+
 /// The visible relation ids, loaded once per validation.
 pub struct Relations<'c> {
     catalog: &'c dyn Catalog,
-    ids: Vec<String>,
+    visible: Vec<Visible>,
 }
 
 impl<'c> Relations<'c> {
-    /// Every visible table and view of `catalog`.
+    /// Every visible table and view of `catalog` whose id is a relation id
+    /// ([`crate::entry_id`]); an entry with another id names no relation
+    /// and cannot be reached.
     pub fn load(catalog: &'c dyn Catalog) -> Relations<'c> {
         let mut ids: Vec<String> = codes::ENTRY_KINDS.iter().flat_map(|(kind, _, _)| catalog.ids(kind)).collect();
         ids.sort();
         ids.dedup();
-        Relations { catalog, ids }
+        let visible = ids
+            .into_iter()
+            .filter_map(|id| entry_id::split(&id).map(|(schema, relation)| Visible { id, schema, relation }))
+            .collect();
+        Relations { catalog, visible }
     }
 }
 
@@ -182,8 +206,8 @@ impl Columns {
 struct Source {
     /// The name it is addressed by: its alias, or the relation's name.
     name: String,
-    /// `schema.relation` for a catalog relation without alias.
-    qualified: Option<String>,
+    /// (schema, relation) for a catalog relation without alias.
+    qualified: Option<(String, String)>,
     columns: Columns,
 }
 
@@ -232,11 +256,6 @@ fn object_parts(name: &ObjectName) -> Option<Vec<&Ident>> {
     name.0.iter().map(|part| part.as_ident()).collect()
 }
 
-/// The relation part of an entry id `schema.relation`.
-pub fn relation_part(id: &str) -> &str {
-    id.rsplit_once('.').map_or(id, |(_, relation)| relation)
-}
-
 /// The columns an entry's `output_schema` lists, in order.
 pub fn entry_columns(entry: &CatalogEntry) -> Option<Vec<String>> {
     let schema: serde_json::Value = serde_json::from_str(entry.output_schema.as_deref()?).ok()?;
@@ -267,13 +286,10 @@ impl<'r, 'c> Analyzer<'r, 'c> {
                 self.top_query(query);
                 Class::Query
             }
-            Statement::Insert(insert) => {
-                self.insert(insert);
-                Class::Write
-            }
+            Statement::Insert(insert) => self.insert(insert),
             Statement::Update(update) => {
                 self.update(update);
-                Class::Write
+                Class::Update
             }
             Statement::Delete(delete) => {
                 self.delete(delete);
@@ -359,28 +375,25 @@ impl<'r, 'c> Analyzer<'r, 'c> {
             return None;
         };
         let wanted: Vec<String> = parts.iter().map(|part| normalize(part)).collect();
-        let matches: Vec<&String> = match wanted.as_slice() {
-            [relation] => self.relations.ids.iter().filter(|id| relation_part(id) == relation).collect(),
-            [schema, relation] => {
-                let id = format!("{schema}.{relation}");
-                self.relations.ids.iter().filter(|known| **known == id).collect()
-            }
+        let matches: Vec<&Visible> = match wanted.as_slice() {
+            [relation] => self.relations.visible.iter().filter(|known| known.relation == *relation).collect(),
+            [schema, relation] => self
+                .relations
+                .visible
+                .iter()
+                .filter(|known| known.schema == *schema && known.relation == *relation)
+                .collect(),
             _ => Vec::new(),
         };
         match matches.as_slice() {
             [one] => {
-                let id = (*one).clone();
-                // The relation is the name as written (normalized): the id
-                // is `schema.relation`, and a relation name may itself hold
-                // a dot, so the schema is what precedes it.
-                let relation = wanted.last().cloned().unwrap_or_default();
-                let schema = id.strip_suffix(relation.as_str()).and_then(|rest| rest.strip_suffix('.'));
-                let entry = self.relations.catalog.get(&id);
-                match (entry, schema) {
-                    (Some(entry), Some(schema)) => {
-                        Some((entry, Resolution::Relation { schema: schema.to_owned(), relation }))
-                    }
-                    _ => {
+                // The names are the id's own parts, so what runs is exactly
+                // the relation the id names ([`crate::entry_id`]).
+                let resolution = Resolution::Relation { schema: one.schema.clone(), relation: one.relation.clone() };
+                match self.relations.catalog.get(&one.id) {
+                    Some(entry) => Some((entry, resolution)),
+                    None => {
+                        let id = one.id.clone();
                         self.error(codes::UNKNOWN_TABLE, range, format!("relation '{id}' does not exist"), None);
                         None
                     }
@@ -388,14 +401,16 @@ impl<'r, 'c> Analyzer<'r, 'c> {
             }
             [] => {
                 let shown = wanted.join(".");
-                let last = wanted.last().cloned().unwrap_or_default();
-                let candidates: Vec<&str> = self
-                    .relations
-                    .ids
-                    .iter()
-                    .map(|id| if wanted.len() == 1 { relation_part(id) } else { id.as_str() })
-                    .collect();
-                let lookup = if wanted.len() == 1 { last } else { shown.clone() };
+                let (lookup, candidates): (String, Vec<&str>) = match wanted.as_slice() {
+                    [relation] => {
+                        (relation.clone(), self.relations.visible.iter().map(|known| known.relation.as_str()).collect())
+                    }
+                    [schema, relation] => (
+                        entry_id::relation_id(schema, relation),
+                        self.relations.visible.iter().map(|known| known.id.as_str()).collect(),
+                    ),
+                    _ => (shown.clone(), Vec::new()),
+                };
                 let hint = hint(&lookup, candidates);
                 self.error(
                     codes::UNKNOWN_TABLE,
@@ -406,7 +421,7 @@ impl<'r, 'c> Analyzer<'r, 'c> {
                 None
             }
             many => {
-                let listed: Vec<&str> = many.iter().map(|id| id.as_str()).collect();
+                let listed: Vec<&str> = many.iter().map(|known| known.id.as_str()).collect();
                 self.error(
                     codes::AMBIGUOUS_TABLE,
                     range,
@@ -593,21 +608,22 @@ impl<'r, 'c> Analyzer<'r, 'c> {
             self.add_source(Source { name: source_name, qualified: None, columns: Self::aliased(columns, alias) });
             return None;
         }
-        let entry = self.catalog_relation(name).map(|(entry, resolution)| {
-            self.names.push(RelationName { span: name.span(), resolution });
-            entry
+        let resolved = self.catalog_relation(name).map(|(entry, resolution)| {
+            self.names.push(RelationName { span: name.span(), resolution: resolution.clone() });
+            (entry, resolution)
         });
-        let source = match &entry {
-            Some(entry) => {
+        let source = match &resolved {
+            Some((entry, Resolution::Relation { schema, relation })) => {
                 self.reference(&entry.id, access);
+                self.catalog_typed_columns(name, entry);
                 let columns = entry_columns(entry).map_or(Columns::Open, Columns::Known);
                 Source {
-                    name: alias.map(|a| normalize(&a.name)).unwrap_or_else(|| relation_part(&entry.id).to_owned()),
-                    qualified: alias.is_none().then(|| entry.id.clone()),
+                    name: alias.map(|a| normalize(&a.name)).unwrap_or_else(|| relation.clone()),
+                    qualified: alias.is_none().then(|| (schema.clone(), relation.clone())),
                     columns: Self::aliased(columns, alias),
                 }
             }
-            None => Source {
+            _ => Source {
                 name: alias
                     .map(|a| normalize(&a.name))
                     .or_else(|| parts.last().map(|p| normalize(p)))
@@ -617,7 +633,37 @@ impl<'r, 'c> Analyzer<'r, 'c> {
             },
         };
         self.add_source(source);
-        entry
+        resolved.map(|(entry, _)| entry)
+    }
+
+    /// Refuses a relation with a column of a `reg*` type: a literal or
+    /// parameter compared with or written to such a column is looked up
+    /// as a name in the system catalogs, and reading it turns object ids
+    /// into names, hidden ones too (Part II §10.3). The message names
+    /// only the visible entry.
+    fn catalog_typed_columns(&mut self, name: &ObjectName, entry: &CatalogEntry) {
+        let Some(schema) = entry.output_schema.as_deref().and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok())
+        else {
+            return;
+        };
+        let typed = schema.get("properties").and_then(|p| p.as_object()).and_then(|properties| {
+            properties.iter().find_map(|(column, property)| {
+                let sql_type = property.get("description")?.as_str()?;
+                types::names_catalog_objects(sql_type).then(|| (column.clone(), sql_type.to_owned()))
+            })
+        });
+        if let Some((column, sql_type)) = typed {
+            let range = self.range_of(name);
+            self.error(
+                codes::TYPE_NOT_ALLOWED,
+                range,
+                format!(
+                    "'{}' has the column '{column}' of type {sql_type}, whose values name catalog objects; it cannot be used here",
+                    entry.id
+                ),
+                Some("read it through a view that casts the column to oid or text".into()),
+            );
+        }
     }
 
     // ----- queries -------------------------------------------------------
@@ -936,13 +982,16 @@ impl<'r, 'c> Analyzer<'r, 'c> {
 
     fn source_named(&self, name: &ObjectName) -> Option<Source> {
         let parts: Vec<String> = object_parts(name)?.into_iter().map(normalize).collect();
-        let wanted = parts.join(".");
         self.frames.iter().rev().find_map(|frame| {
             frame
                 .sources
                 .iter()
-                .find(|source| {
-                    (parts.len() == 1 && source.name == wanted) || source.qualified.as_deref() == Some(wanted.as_str())
+                .find(|source| match (parts.as_slice(), &source.qualified) {
+                    ([single], _) => source.name == *single,
+                    ([schema, relation], Some((known_schema, known_relation))) => {
+                        schema == known_schema && relation == known_relation
+                    }
+                    _ => false,
                 })
                 .cloned()
         })
@@ -1101,28 +1150,37 @@ impl<'r, 'c> Analyzer<'r, 'c> {
                 self.expr(right, place);
             }
             Expr::UnaryOp { expr: inner, .. } => self.expr(inner, place),
-            Expr::Cast { expr: inner, data_type, format, .. } => {
+            Expr::Cast { expr: inner, data_type, format, kind, .. } => {
                 if format.is_some() {
                     self.unsupported(expr, "CAST … FORMAT");
                 }
-                if is_catalog_lookup_type(data_type) {
-                    self.error(
-                        codes::FUNCTION_NOT_ALLOWED,
-                        self.range_of(expr),
-                        format!("a cast to {data_type} looks names up in the system catalogs and is not allowed"),
-                        None,
-                    );
+                if matches!(kind, CastKind::TryCast | CastKind::SafeCast) {
+                    self.unsupported(expr, "TRY_CAST and SAFE_CAST");
                 }
+                self.data_type(expr, data_type, "a cast to");
                 self.expr(inner, place);
             }
             Expr::AtTimeZone { timestamp, time_zone } => {
                 self.expr(timestamp, place);
                 self.expr(time_zone, place);
             }
-            Expr::Extract { expr: inner, .. }
-            | Expr::Ceil { expr: inner, .. }
-            | Expr::Floor { expr: inner, .. }
-            | Expr::Collate { expr: inner, .. } => self.expr(inner, place),
+            Expr::Collate { expr: inner, collation } => {
+                // An unqualified collation resolves in `pg_catalog` (a
+                // Run's `search_path`); a qualified one would look in a
+                // schema the caller may not see.
+                if object_parts(collation).is_none_or(|parts| parts.len() != 1) {
+                    self.error(
+                        codes::TYPE_NOT_ALLOWED,
+                        self.range_of(expr),
+                        format!("the schema-qualified collation {collation} is not allowed"),
+                        Some("name a built-in collation unqualified (COLLATE \"C\")".into()),
+                    );
+                }
+                self.expr(inner, place);
+            }
+            Expr::Extract { expr: inner, .. } | Expr::Ceil { expr: inner, .. } | Expr::Floor { expr: inner, .. } => {
+                self.expr(inner, place)
+            }
             Expr::Position { expr: inner, r#in } => {
                 self.expr(inner, place);
                 self.expr(r#in, place);
@@ -1159,17 +1217,10 @@ impl<'r, 'c> Analyzer<'r, 'c> {
                 }
             }
             Expr::TypedString(typed) => {
-                if is_catalog_lookup_type(&typed.data_type) {
-                    self.error(
-                        codes::FUNCTION_NOT_ALLOWED,
-                        self.range_of(expr),
-                        format!(
-                            "a {} literal looks names up in the system catalogs and is not allowed",
-                            typed.data_type
-                        ),
-                        None,
-                    );
+                if typed.uses_odbc_syntax {
+                    self.unsupported(expr, "an ODBC literal");
                 }
+                self.data_type(expr, &typed.data_type, "a typed literal of");
             }
             Expr::Function(function) => self.function(function, place),
             Expr::Case { operand, conditions, else_result, .. } => {
@@ -1197,6 +1248,32 @@ impl<'r, 'c> Analyzer<'r, 'c> {
             Expr::Interval(interval) => self.expr(&interval.value, place),
             Expr::Wildcard(_) | Expr::QualifiedWildcard(..) => {}
             other => self.unsupported(other, "this expression"),
+        }
+    }
+
+    /// Checks a type named by a cast or a typed literal against the closed
+    /// set of built-in types ([`crate::types`]). The findings depend only
+    /// on the text written, never on the catalog, so a hidden relation's
+    /// row type and a nonexistent one get the same answer (Part II §10.3).
+    fn data_type(&mut self, expr: &Expr, data_type: &DataType, what: &str) {
+        let range = self.range_of(expr);
+        match types::check(data_type) {
+            types::Verdict::Allowed => {}
+            types::Verdict::CatalogLookup => self.error(
+                codes::TYPE_NOT_ALLOWED,
+                range,
+                format!("{what} {data_type} looks names up in the system catalogs and is not allowed"),
+                Some("compare names as text, or use the relations of the catalog".into()),
+            ),
+            types::Verdict::Unknown => self.error(
+                codes::TYPE_NOT_ALLOWED,
+                range,
+                format!("{what} {data_type} names a type outside the built-in types this Language accepts"),
+                Some(
+                    "use a built-in type (the core guide lists them); a relation's row type or a type of a tenant schema is not accepted"
+                        .into(),
+                ),
+            ),
         }
     }
 
@@ -1279,14 +1356,21 @@ impl<'r, 'c> Analyzer<'r, 'c> {
     fn target(&mut self, name: &ObjectName, alias: Option<&TableAlias>, access: Access) {
         self.frames.push(Frame::default());
         if let Some(entry) = self.named_source(name, alias, access) {
+            // The entry's risk says what the role's privileges can do:
+            // `write` may only insert, `destructive` may also overwrite and
+            // delete.
             let allowed = match access {
                 Access::Read => true,
-                Access::Write => !entry.risk_hints.read_only,
-                Access::Delete => entry.risk_hints.destructive,
+                Access::Insert => !entry.risk_hints.read_only,
+                Access::Update | Access::Delete => entry.risk_hints.destructive,
             };
             if !allowed {
                 let range = self.range_of(name);
-                let what = if access == Access::Delete { "delete from" } else { "change" };
+                let what = match access {
+                    Access::Delete => "delete from",
+                    Access::Update => "overwrite values of",
+                    _ => "change",
+                };
                 self.error(
                     codes::READ_ONLY_RELATION,
                     range,
@@ -1340,7 +1424,14 @@ impl<'r, 'c> Analyzer<'r, 'c> {
         }
     }
 
-    fn insert(&mut self, insert: &Insert) {
+    /// Analyzes an INSERT; its class is [`Class::Update`] when `ON CONFLICT
+    /// … DO UPDATE` may overwrite rows, else [`Class::Insert`].
+    fn insert(&mut self, insert: &Insert) -> Class {
+        let overwrites = matches!(
+            &insert.on,
+            Some(OnInsert::OnConflict(conflict)) if matches!(conflict.action, OnConflictAction::DoUpdate(_))
+        );
+        let (class, access) = if overwrites { (Class::Update, Access::Update) } else { (Class::Insert, Access::Insert) };
         let TableObject::TableName(name) = &insert.table else {
             let range = self.fallback;
             self.error(
@@ -1349,7 +1440,7 @@ impl<'r, 'c> Analyzer<'r, 'c> {
                 "INSERT into a function or query is outside the sql/postgres-15 subset".into(),
                 None,
             );
-            return;
+            return class;
         };
         if insert.or.is_some()
             || insert.ignore
@@ -1378,7 +1469,7 @@ impl<'r, 'c> Analyzer<'r, 'c> {
             columns: Vec::new(),
             at: None,
         });
-        self.target(name, alias.as_ref(), Access::Write);
+        self.target(name, alias.as_ref(), access);
         let columns: Vec<&ObjectName> = insert.columns.iter().collect();
         self.assignment_targets(&columns);
         if let Some(on) = &insert.on {
@@ -1418,6 +1509,7 @@ impl<'r, 'c> Analyzer<'r, 'c> {
         }
         self.returning(insert.returning.as_ref());
         self.frames.clear();
+        class
     }
 
     fn update(&mut self, update: &Update) {
@@ -1436,7 +1528,7 @@ impl<'r, 'c> Analyzer<'r, 'c> {
         {
             self.unsupported(name, "this UPDATE form");
         }
-        self.target(name, alias.as_ref(), Access::Write);
+        self.target(name, alias.as_ref(), Access::Update);
         if let Some(UpdateTableFromKind::AfterSet(tables) | UpdateTableFromKind::BeforeSet(tables)) = &update.from {
             for table in tables {
                 self.table_with_joins(table);
@@ -1525,18 +1617,6 @@ fn is_aggregate(expr: &Expr) -> bool {
         }
         Expr::Cast { expr, .. } | Expr::Nested(expr) | Expr::UnaryOp { expr, .. } => is_aggregate(expr),
         Expr::BinaryOp { left, right, .. } => is_aggregate(left) || is_aggregate(right),
-        _ => false,
-    }
-}
-
-/// Casts to the `reg*` types resolve names in the system catalogs: an
-/// existence oracle for objects the caller cannot see.
-fn is_catalog_lookup_type(data_type: &DataType) -> bool {
-    match data_type {
-        DataType::Regclass => true,
-        DataType::Custom(name, _) => {
-            name.0.last().and_then(|p| p.as_ident()).is_some_and(|ident| normalize(ident).starts_with("reg"))
-        }
         _ => false,
     }
 }

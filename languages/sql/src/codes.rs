@@ -20,6 +20,10 @@ pub const AMBIGUOUS_COLUMN: &str = "ambiguous_column";
 pub const STATEMENT_NOT_ALLOWED: &str = "statement_not_allowed";
 /// A function call outside the allow-list.
 pub const FUNCTION_NOT_ALLOWED: &str = "function_not_allowed";
+/// A cast or typed literal names a type outside the built-in set
+/// ([`crate::types`]), or a collation is schema-qualified, or a relation
+/// has a column of a `reg*` type.
+pub const TYPE_NOT_ALLOWED: &str = "type_not_allowed";
 /// Several statements where one is expected (a data-changing statement
 /// must be the program's only statement), or more statements than the
 /// bound.
@@ -42,7 +46,7 @@ pub const MISSING_WHERE: &str = "missing_where";
 
 /// Every sql/postgres-15 diagnostic code besides the reserved three, with
 /// its meaning, in the order the closed-sets guide lists them.
-pub const OWN_CODES: [(&str, &str); 14] = [
+pub const OWN_CODES: [(&str, &str); 15] = [
     (
         SYNTAX_ERROR,
         "Error. The text does not parse as PostgreSQL, or holds no statement; the range points at the token where parsing stopped.",
@@ -69,7 +73,11 @@ pub const OWN_CODES: [(&str, &str); 14] = [
     ),
     (
         FUNCTION_NOT_ALLOWED,
-        "Error. A function call outside the allow-list (see the core guide), or a schema-qualified function name. Functions that sleep, write, reach other servers or read files (`pg_sleep`, `set_config`, `nextval`, `dblink`, `lo_*`, `pg_read_file`, …) are never allowed.",
+        "Error. A function call outside the allow-list (see the core guide), or a schema-qualified function name. Functions that sleep, write, reach other servers or read files (`pg_sleep`, `set_config`, `nextval`, `dblink`, `lo_*`, `pg_read_file`, …) are never allowed, nor any that takes a relation or object name as text (`to_regclass`, `pg_relation_size`, `has_table_privilege`, `currval`, `pg_get_viewdef`, …): the allow-list holds only functions that compute a value from their arguments.",
+    ),
+    (
+        TYPE_NOT_ALLOWED,
+        "Error. A cast (`::`, `CAST(… AS …)`) or typed literal (`DATE '…'`) names a type outside the built-in types the core guide lists: a relation's row type (`NULL::s.t`, `'(,)'::t`), a type of a tenant schema (`'x'::app.mood`), any schema-qualified type, or a `reg*` object-identifier type or array of one (`regclass`, `regtype`, `regproc`, `regprocedure`, `regoper`, `regoperator`, `regnamespace`, `regrole`, `regconfig`, `regdictionary`, `regcollation`: `'{…}'::regclass[]`, `regclass 'x'`); or a collation is schema-qualified; or a relation has a column of a `reg*` type. Rationale: these names resolve in the database's catalogs, not in your visible catalog. The finding depends only on the text, so a hidden relation and a nonexistent one get the same answer.",
     ),
     (
         MULTIPLE_STATEMENTS,
@@ -85,7 +93,7 @@ pub const OWN_CODES: [(&str, &str); 14] = [
     ),
     (
         READ_ONLY_RELATION,
-        "Error. An INSERT or UPDATE targets a relation whose catalog entry is `safe` (the data source's role may not change it), or a DELETE targets one whose entry is not `destructive`.",
+        "Error. An INSERT targets a relation whose catalog entry is `safe` (the data source's role may not change it), or an UPDATE, an `INSERT … ON CONFLICT … DO UPDATE` or a DELETE targets one whose entry is not `destructive` (the role may not overwrite or delete its rows).",
     ),
     (
         SELECT_STAR,
@@ -135,12 +143,12 @@ pub const ENTRY_KINDS: [(&str, bool, &str); 2] = [
     (
         "table",
         false,
-        "A table the data source's role can see, id `schema.table`. Statements read or change it; it is not called. Its `output_schema` describes one row (columns, JSON types, nullability); a writable table also has an `input_schema` (the row shape for INSERT/UPDATE).",
+        "A table the data source's role can see, id `schema.table`: each part is written bare when it matches `[a-z_][a-z0-9_]*` and double-quoted otherwise, with `\"` doubled inside, as PostgreSQL quotes identifiers (`sales.orders`, `sales.\"Orders\"`, `a.\"b.c\"` for table `b.c` in schema `a`, `\"a.b\".c` for table `c` in schema `a.b`, `s.\"café\"`), so every table has exactly one id and no two tables share one. Statements read or change it; it is not called. Its `output_schema` describes one row (columns, JSON types, nullability); a writable table also has an `input_schema` (the row shape for INSERT/UPDATE).",
     ),
     (
         "view",
         false,
-        "A view (or materialized view) the role can see, id `schema.view`; read like a table. `output_schema` describes one row.",
+        "A view (or materialized view) the role can see, id `schema.view` written by the same rule as a table's; read like a table. `output_schema` describes one row.",
     ),
 ];
 
@@ -152,14 +160,14 @@ pub const RISK_LEVELS: [(&str, bool, bool, bool, &str); 3] = [
         false,
         false,
         false,
-        "Changes rows without deleting them. A statement: INSERT or UPDATE, and its target relation. An entry: the role may INSERT or UPDATE it.",
+        "Adds rows and overwrites nothing. A statement: INSERT (without `ON CONFLICT … DO UPDATE`), and its target relation. An entry: the role may INSERT into it and not UPDATE, DELETE or TRUNCATE it.",
     ),
     (
         "destructive",
         false,
         true,
         false,
-        "May delete rows. A statement: DELETE, and its target relation. An entry: the role may DELETE from or TRUNCATE it.",
+        "May alter state irreversibly (Part II §5.3): overwrite values or delete rows. A statement: UPDATE, `INSERT … ON CONFLICT … DO UPDATE` and DELETE, and their target relation. An entry: the role may UPDATE, DELETE from or TRUNCATE it. A Host asks for approval before running it.",
     ),
 ];
 

@@ -29,8 +29,8 @@ Statements use positional placeholders `$1`, `$2`, … (no `?`, `:name` or `$nam
 
 const STEP_IDS: &str = "\
 SQL text has no native step identifiers, so they are generated, identically in the plan and the trace for the same text and catalog:
-- Statement k of the program (1-based, in text order, counting only statements, not comments) is step `stmt-k`. It carries no `calls`; its risk is its class: a query `safe`, INSERT/UPDATE `write`, DELETE `destructive`.
-- After it, one reference sub-step `stmt-k.ref-j` per catalog relation the statement references, carrying `calls` = the entry id (`schema.relation`). Each relation appears once per statement, numbered j = 1, 2, … in resolution order: WITH definitions first, then the FROM items left to right (joins in order), with subqueries and CTE bodies resolved where they occur, then WHERE, the select list, GROUP BY, HAVING and ORDER BY; for INSERT the source query comes before the target; for UPDATE and DELETE the target comes first. A CTE or alias is not a relation and gets no sub-step. A sub-step's risk is its access: read `safe`, insert/update `write`, delete `destructive`.
+- Statement k of the program (1-based, in text order, counting only statements, not comments) is step `stmt-k`. It carries no `calls`; its risk is what it can destroy (Part II §5.3): a query `safe`, an INSERT `write` (it only adds rows), an UPDATE, an `INSERT … ON CONFLICT … DO UPDATE` and a DELETE `destructive` (they overwrite or remove values irreversibly, so a Host asks for approval).
+- After it, one reference sub-step `stmt-k.ref-j` per catalog relation the statement references, carrying `calls` = the entry id (`schema.relation`, each part bare or double-quoted as the `table` kind says). Each relation appears once per statement, numbered j = 1, 2, … in resolution order: WITH definitions first, then the FROM items left to right (joins in order), with subqueries and CTE bodies resolved where they occur, then WHERE, the select list, GROUP BY, HAVING and ORDER BY; for INSERT the source query comes before the target; for UPDATE and DELETE the target comes first. A CTE or alias is not a relation and gets no sub-step. A sub-step's risk is its access, also in the trace's `access`: `read` `safe`, `insert` `write`, `update` and `delete` `destructive`.
 - The trace lists the same ids in the same order: `stmt-1`, `stmt-1.ref-1`, …, `stmt-2`, …; a Run that stops at a failed statement ends after that statement's sub-steps.
 - A Run the platform stopped before the Language could report (`timeout` at the wall-time bound, `resource_exhausted`) carries the platform's own record instead: one `stmt-k` step per statement that ran, `input` `{\"statement\", \"params\"}`, `output` `{\"rows_matched\"}` (`null` for the statement that failed), without reference sub-steps.";
 
@@ -38,8 +38,8 @@ const OUTPUT: &str = "\
 The Run's `output` is the rows of the program's last statement (for a data change, its RETURNING rows, else `[]`), as an array of JSON objects keyed by column name in column order; a repeated column name gets `_2`, `_3`, …. Values are JSON by column type: integers and floating point as numbers, numeric as a string (exact), booleans, text, json/jsonb as JSON, uuid as a string, date as `YYYY-MM-DD`, timestamp as `YYYY-MM-DDTHH:MM:SS[.ffffff]`, timestamptz the same in UTC with `Z`, time as `HH:MM:SS[.ffffff]`, interval as `P<months>M<days>DT<seconds>S`, bytea as `\\x` followed by hex, one-dimensional arrays of these as JSON arrays, NULL as `null`; a value of another type is the string `\\x` followed by the hex of its binary form (cast the column to text to read it). Rows are capped by the data source (row cap and byte cap): `truncated` in the statement step says so, and `output` then holds only the rows kept.
 Each statement step's trace `input` is `{\"statement\": <the SQL that ran, every relation schema-qualified>, \"params\": [...]}` and its `output` is `{\"rows_matched\", \"rows_returned\", \"truncated\", \"columns\": [{\"name\", \"type\"}], \"rows\": [[...]]}`: `rows_matched` counts the rows the statement returned or changed before the cap, `rows_returned` those kept; `t_ms` is the statement's time in the database. A reference sub-step's `input` is `{\"relation\", \"access\"}` and its `output` adds the statement it belongs to. The trace `stats` lists every statement run with its counts.";
 
-/// The core guide, with the function allow-list filled in from the table
-/// the validator checks.
+/// The core guide, with the function allow-list and the built-in types
+/// filled in from the tables the validator checks.
 pub fn core_guide_body() -> String {
     let mut functions = String::new();
     functions.push_str("aggregates: ");
@@ -47,7 +47,8 @@ pub fn core_guide_body() -> String {
     functions.push_str("; window and scalar: ");
     functions.push_str(&codes::SCALAR_FUNCTIONS.map(|f| format!("`{f}`")).join(", "));
     functions.push('.');
-    CORE.replace("{functions}", &functions)
+    let types = crate::types::BUILT_IN_TYPES.map(|t| format!("`{t}`")).join(", ");
+    CORE.replace("{functions}", &functions).replace("{types}", &types)
 }
 
 /// The full declaration of sql/postgres-15.
@@ -165,7 +166,10 @@ mod tests {
         let info = language_info();
         let core = info.guides.iter().find(|g| g.level == GuideLevel::Core).unwrap();
         assert!(core.body.len() <= 8192, "core guide is {} bytes", core.body.len());
-        assert!(!core.body.contains("{functions}"));
+        assert!(!core.body.contains("{functions}") && !core.body.contains("{types}"));
+        for name in crate::types::BUILT_IN_TYPES {
+            assert!(core.body.contains(&format!("`{name}`")), "{name}");
+        }
         for function in codes::allowed_functions() {
             assert!(core.body.contains(&format!("`{function}`")), "{function}");
         }

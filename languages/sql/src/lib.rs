@@ -15,6 +15,9 @@
 //! - [`program`]: parsing, text ranges, rendering;
 //! - [`analyze`]: statement classes, name resolution, the function
 //!   allow-list, placeholders, references;
+//! - [`entry_id`]: the unambiguous `schema.relation` ids of relations'
+//!   catalog entries, and their two names;
+//! - [`types`]: the closed set of types a cast or typed literal may name;
 //! - [`qualify`]: the resolved relation names, schema-qualified for
 //!   execution;
 //! - [`params`]: `$1…$n` and their binding from `input`;
@@ -45,10 +48,12 @@
 pub mod analyze;
 pub mod codes;
 pub mod describe;
+pub mod entry_id;
 pub mod execute;
 pub mod params;
 pub mod program;
 pub mod qualify;
+pub mod types;
 pub mod validate;
 
 #[cfg(test)]

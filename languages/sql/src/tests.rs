@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use crate::analyze::Catalog;
 use crate::codes;
+use crate::entry_id::relation_id;
 use crate::execute::{Database, execute};
 use crate::validate::{bind_input, validate};
 
@@ -23,7 +24,7 @@ fn table(id: &str, kind: &str, columns: &[&str], hints: RiskHints) -> CatalogEnt
     CatalogEntry {
         id: id.into(),
         kind: kind.into(),
-        name: id.rsplit('.').next().unwrap().into(),
+        name: crate::entry_id::split(id).unwrap().1,
         description: None,
         input_schema: None,
         output_schema: Some(json!({"type": "object", "properties": properties}).to_string()),
@@ -220,9 +221,6 @@ fn function_allow_list_in_both_polarities() {
         "SELECT pg_catalog.upper(name) FROM customers",
         "SELECT name FROM customers WHERE id = (SELECT pg_terminate_backend(1))",
         "SELECT * FROM generate_series(1, 10)",
-        "SELECT 'customers'::regclass",
-        "SELECT CAST('pg_authid' AS regclass)",
-        "SELECT 'pg_authid'::regclass::oid",
     ] {
         let validation = assert_code(text, codes::FUNCTION_NOT_ALLOWED);
         assert!(validation.statements.is_empty(), "{text}");
@@ -415,8 +413,8 @@ fn a_recursive_cte_reads_itself_unqualified() {
 fn relations_are_qualified_with_their_exact_names() {
     // A schema and a table whose names need quoting.
     let entries = [
-        table("Payroll Data.staff", "table", &["id", "salary"], SAFE),
-        table("public.We\"ird", "table", &["id"], SAFE),
+        table(&relation_id("Payroll Data", "staff"), "table", &["id", "salary"], SAFE),
+        table(&relation_id("public", "We\"ird"), "table", &["id"], SAFE),
     ];
     let catalog = TestCatalog(entries.into_iter().map(|e| (e.id.clone(), e)).collect());
     let validation = validate("SELECT staff.salary FROM staff; SELECT id FROM \"We\"\"ird\"", &catalog);
@@ -523,4 +521,155 @@ fn a_failed_statement_stops_the_run_as_rolled_back_with_the_trace_so_far() {
 fn duplicate_column_names_are_suffixed_in_output() {
     let result = rows(&["id", "id"], json!([[1, 2]]));
     assert_eq!(crate::execute::rows_as_objects(&result), json!([{"id": 1, "id_2": 2}]));
+}
+
+/// Every position where a statement can name a type, a relation or a
+/// function that PostgreSQL resolves in its own catalogs (Part II
+/// §10.3): refused whatever the name, or resolved against the visible
+/// catalog.
+#[test]
+fn names_reached_through_types_are_refused_in_every_position() {
+    for text in [
+        "SELECT 'customers'::regclass",
+        "SELECT CAST('pg_authid' AS regclass)",
+        "SELECT 'pg_authid'::regclass::oid",
+        "SELECT '{customers,orders}'::regclass[]",
+        "SELECT ARRAY['customers']::regclass[]",
+        "SELECT CAST('{customers}' AS regclass[])",
+        "SELECT 'x'::text::regclass",
+        "SELECT regclass 'customers'",
+        "SELECT 'int4'::regtype, 'now'::regproc, 'now()'::regprocedure, '+'::regoper",
+        "SELECT '+(int4,int4)'::regoperator, 'public'::regnamespace, 'postgres'::regrole",
+        "SELECT 'english'::regconfig, 'simple'::regdictionary, '\"C\"'::regcollation",
+        "SELECT 'x'::pg_catalog.regclass",
+        "SELECT NULL::pilotage_demo.customers",
+        "SELECT '(,,,,)'::customers",
+        "SELECT CAST(NULL AS scratch.notes)",
+        "SELECT to_json(NULL::pilotage_demo.customers)",
+        "SELECT ('(1,x,y,z,w)'::customers).name",
+        "SELECT 'x'::app.mood",
+        "SELECT '1'::pg_catalog.int4",
+        "SELECT name FROM customers WHERE name = CAST(NULL::hidden.secret AS text) LIMIT 1",
+        "SELECT name FROM customers WHERE id IN (SELECT (NULL::hidden.secret)::int) LIMIT 1",
+        "INSERT INTO scratch.audit (id, note) VALUES (1, NULL::hidden.secret::text)",
+        "UPDATE scratch.notes SET body = 'x'::regclass::text WHERE id = 1",
+        "DELETE FROM scratch.notes WHERE id = 1 RETURNING 'notes'::regclass",
+        "SELECT name COLLATE pilotage_demo.\"C\" FROM customers LIMIT 1",
+    ] {
+        let validation = check(text);
+        assert!(!errors(&validation).is_empty(), "{text}: {:#?}", validation.diagnostics);
+        assert!(
+            codes_of(&validation).iter().any(|c| c == codes::TYPE_NOT_ALLOWED || c == codes::UNSUPPORTED_SYNTAX),
+            "{text}: {:#?}",
+            validation.diagnostics
+        );
+        assert!(validation.statements.is_empty() && validation.plan.is_none(), "{text}");
+    }
+    // The finding names only what was written: the same whether the
+    // relation is in the catalog or not.
+    let mut with_secret = catalog();
+    let secret = table("hidden.secret", "table", &["id", "amount"], SAFE);
+    with_secret.0.insert(secret.id.clone(), secret);
+    for text in ["SELECT NULL::hidden.secret", "SELECT '(1,2)'::secret", "SELECT '{hidden.secret}'::regclass[]"] {
+        let present = validate(text, &with_secret);
+        let absent = check(text);
+        assert_eq!(format!("{:?}", present.diagnostics), format!("{:?}", absent.diagnostics), "{text}");
+        assert_eq!(codes_of(&absent), [codes::TYPE_NOT_ALLOWED], "{text}");
+    }
+
+    // Functions taking relation names as text are off the allow-list.
+    for text in [
+        "SELECT to_regclass('hidden.secret')",
+        "SELECT pg_relation_size('hidden.secret')",
+        "SELECT has_table_privilege('hidden.secret', 'SELECT')",
+        "SELECT currval('hidden.seq')",
+        "SELECT pg_get_viewdef('hidden.v')",
+        "SELECT pg_catalog.pg_get_indexdef(1)",
+        "SELECT format('%s', to_regclass('x'))",
+    ] {
+        assert_code(text, codes::FUNCTION_NOT_ALLOWED);
+    }
+    // System relations resolve against the visible catalog like any other.
+    for text in [
+        "SELECT relname FROM pg_catalog.pg_class LIMIT 1",
+        "SELECT relname FROM pg_class LIMIT 1",
+        "SELECT table_name FROM information_schema.tables LIMIT 1",
+    ] {
+        assert_code(text, codes::UNKNOWN_TABLE);
+    }
+    // `TABLE name` does not parse in the Language's dialect: refused before
+    // any name is looked at.
+    assert_code("TABLE customers", codes::SYNTAX_ERROR);
+
+    // The good polarity: built-in types, arrays of them, typed literals,
+    // an unqualified collation.
+    let fine = assert_valid(
+        "SELECT id::text, CAST(id AS bigint), '{1,2}'::int[], DATE '2025-01-01', INTERVAL '1 day', \
+         '1.5'::numeric(10, 2), now()::timestamptz, name COLLATE \"C\" FROM customers LIMIT 1",
+    );
+    assert!(fine.statements[0].contains("COLLATE \"C\""), "{:?}", fine.statements);
+}
+
+#[test]
+fn update_and_upsert_are_destructive_and_insert_is_a_write() {
+    let update = assert_valid("UPDATE scratch.notes SET body = 'x' WHERE id = 1");
+    let plan = update.plan.unwrap();
+    assert_eq!(plan.max_risk, "destructive");
+    assert_eq!((plan.steps[0].risk.as_str(), plan.steps[1].risk.as_str()), ("destructive", "destructive"));
+    let upsert =
+        assert_valid("INSERT INTO scratch.notes (id, body) VALUES (1, 'x') ON CONFLICT (id) DO UPDATE SET body = 'y'");
+    assert_eq!(upsert.plan.unwrap().max_risk, "destructive");
+    let insert = assert_valid("INSERT INTO scratch.notes (id, body) VALUES (1, 'x') ON CONFLICT (id) DO NOTHING");
+    assert_eq!(insert.plan.unwrap().max_risk, "write");
+    // A `write` entry (the role may only insert) takes inserts, not
+    // overwrites.
+    assert_valid("INSERT INTO scratch.audit (id, note) VALUES (1, 'x')");
+    assert_code("UPDATE scratch.audit SET note = 'x' WHERE id = 1", codes::READ_ONLY_RELATION);
+    assert_code(
+        "INSERT INTO scratch.audit (id, note) VALUES (1, 'x') ON CONFLICT (id) DO UPDATE SET note = 'y'",
+        codes::READ_ONLY_RELATION,
+    );
+    // The reference sub-step's access in the trace says which.
+    let mut database = Scripted { answers: vec![Ok(rows(&[], json!([])))], calls: vec![] };
+    let result = execute("UPDATE scratch.notes SET body = 'x' WHERE id = 1", None, &catalog(), &mut database);
+    let input: Value = serde_json::from_str(result.steps[1].input.as_deref().unwrap()).unwrap();
+    assert_eq!(input["access"], "update");
+}
+
+/// Entry ids with dots, quotes, case and non-ASCII letters: each name
+/// runs exactly its own relation, never one whose dot-joined name is the
+/// same.
+#[test]
+fn a_name_with_a_dot_runs_exactly_its_own_relation() {
+    let entries = [
+        table(&relation_id("a", "b.c"), "table", &["id", "inner_dot"], SAFE),
+        table(&relation_id("a.b", "c"), "table", &["id", "outer_dot"], SAFE),
+        table(&relation_id("S", "Straße \"x\""), "table", &["id"], SAFE),
+    ];
+    assert_eq!(entries[0].id, "a.\"b.c\"");
+    assert_eq!(entries[1].id, "\"a.b\".c");
+    let catalog = TestCatalog(entries.into_iter().map(|e| (e.id.clone(), e)).collect());
+    let cases = [
+        ("SELECT inner_dot FROM a.\"b.c\"", "SELECT inner_dot FROM \"a\".\"b.c\""),
+        ("SELECT inner_dot FROM \"b.c\"", "SELECT inner_dot FROM \"a\".\"b.c\""),
+        ("SELECT outer_dot FROM \"a.b\".c", "SELECT outer_dot FROM \"a.b\".\"c\""),
+        ("SELECT outer_dot FROM c", "SELECT outer_dot FROM \"a.b\".\"c\""),
+        ("SELECT \"a.b\".c.outer_dot FROM \"a.b\".c", "SELECT \"a.b\".c.outer_dot FROM \"a.b\".\"c\""),
+        ("SELECT id FROM \"S\".\"Straße \"\"x\"\"\"", "SELECT id FROM \"S\".\"Straße \"\"x\"\"\""),
+    ];
+    for (text, runs) in cases {
+        let validation = validate(text, &catalog);
+        assert!(errors(&validation).is_empty(), "{text}: {:#?}", validation.diagnostics);
+        assert_eq!(validation.statements, [runs], "{text}");
+    }
+    // The colliding spellings name nothing visible.
+    for text in ["SELECT id FROM a.b.c", "SELECT id FROM \"a.b.c\"", "SELECT id FROM a.b", "SELECT id FROM s.\"Straße \"\"x\"\"\""] {
+        let validation = validate(text, &catalog);
+        assert!(!errors(&validation).is_empty(), "{text}");
+        assert!(validation.statements.is_empty(), "{text}");
+    }
+    // The columns of one are never the other's.
+    assert!(!errors(&validate("SELECT outer_dot FROM \"b.c\"", &catalog)).is_empty());
+    let plan = validate("SELECT inner_dot FROM \"b.c\"", &catalog).plan.unwrap();
+    assert_eq!(plan.steps[1].calls.as_deref(), Some("a.\"b.c\""));
 }

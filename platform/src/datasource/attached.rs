@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::runtime::Handle;
 
+use super::entry_id;
 use super::introspection::LANGUAGE;
 use super::{DataSourceError, PostgresConfig, PostgresDataSource};
 use crate::catalog::StoredEntry;
@@ -79,15 +80,19 @@ pub struct DataSourceSpec {
     /// registering; never stored in clear nor returned.
     #[serde(default, skip_serializing)]
     pub url: Option<String>,
-    /// Schemas whose relations form the catalog, in order. At least one.
+    /// Schemas whose relations form the catalog, in order, as PostgreSQL
+    /// spells them (any identifier: `My.Schema` is one schema). At least
+    /// one.
     /// Statements run with every relation schema-qualified; no schema is
     /// on a Run's `search_path`.
     pub schemas: Vec<String>,
-    /// When set, only these relations (`schema.relation`) are visible.
+    /// When set, only these relations are visible, by entry id
+    /// (`schema.relation`, each part bare or `"quoted"`: `a."b.c"`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub relations: Option<Vec<String>>,
-    /// Scopes a caller must hold to see a relation, by `schema.relation`
-    /// or by `schema` (the more specific key wins). Relations without a
+    /// Scopes a caller must hold to see a relation, by entry id
+    /// `schema.relation` or by `schema` (each part written by the
+    /// entry-id rule: `"My.Schema"`); the more specific key wins. Relations without a
     /// rule are visible to every caller of the tenant.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub visibility: BTreeMap<String, Vec<String>>,
@@ -105,17 +110,25 @@ impl DataSourceSpec {
     /// # Errors
     /// `(field, message)` for the first problem found.
     pub fn check(&self) -> Result<(), (&'static str, String)> {
-        let identifier = |name: &str| {
-            !name.is_empty() && name.len() <= 63 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-        };
+        // Any PostgreSQL identifier names a schema (it is bound as a
+        // parameter, never written into SQL text): non-empty, at most 63
+        // bytes, no NUL.
+        let identifier = |name: &str| !name.is_empty() && name.len() <= 63 && !name.contains('\0');
         if self.schemas.is_empty() {
             return Err(("schemas", "at least one schema".into()));
         }
         if let Some(bad) = self.schemas.iter().find(|s| !identifier(s)) {
-            return Err(("schemas", format!("'{bad}' is not a plain schema name")));
+            return Err(("schemas", format!("'{bad}' is not a schema name (1 to 63 bytes, no NUL)")));
         }
-        for key in self.visibility.keys().chain(self.relations.iter().flatten()) {
-            if !key.split('.').all(identifier) || key.split('.').count() > 2 {
+        // Keys are entry ids (`schema.relation`) or a schema alone, each
+        // part written by the entry-id rule (`a."b.c"`).
+        for key in self.relations.iter().flatten() {
+            if entry_id::split(key).is_none() {
+                return Err(("relations", format!("'{key}' is not a relation id schema.relation")));
+            }
+        }
+        for key in self.visibility.keys() {
+            if !entry_id::parts(key).is_some_and(|parts| (1..=2).contains(&parts.len())) {
                 return Err(("visibility", format!("'{key}' is neither schema nor schema.relation")));
             }
         }
@@ -131,10 +144,16 @@ impl DataSourceSpec {
         Ok(())
     }
 
-    /// The scopes that see `relation` (`schema.relation`).
+    /// The scopes that see `relation` (an entry id `schema.relation`):
+    /// the rule for the relation, else the rule for its schema (its id's
+    /// first part, written by the entry-id rule).
     pub fn visibility_of(&self, relation: &str) -> Vec<String> {
-        let schema = relation.split('.').next().unwrap_or(relation);
-        self.visibility.get(relation).or_else(|| self.visibility.get(schema)).cloned().unwrap_or_default()
+        let schema = entry_id::split(relation).map(|(schema, _)| entry_id::encode_part(&schema));
+        self.visibility
+            .get(relation)
+            .or_else(|| schema.and_then(|schema| self.visibility.get(&schema)))
+            .cloned()
+            .unwrap_or_default()
     }
 
     fn config(&self, url: &str) -> PostgresConfig {

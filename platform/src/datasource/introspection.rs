@@ -2,14 +2,16 @@
 //! can read in the configured schemas, as Pilotage catalog entries for
 //! sql/postgres-15 (Part II §5.4).
 //!
-//! Each entry: id `schema.relation`; kind `table` (also partitioned and
+//! Each entry: id `schema.relation` with each part bare or `"quoted"`
+//! ([`super::entry_id`]); kind `table` (also partitioned and
 //! foreign tables) or `view` (also materialized views); `output_schema`
 //! describing one row as the Language's output renders it (column names,
 //! JSON types, nullability, the SQL type as `description`); for a relation
 //! the role may INSERT into or UPDATE, an `input_schema` (the row shape to
-//! write); risk from the role's privileges: none to change it → `safe`
-//! (readOnly), INSERT or UPDATE → `write`, DELETE or TRUNCATE →
-//! `destructive`. Everything in an entry is derived from the schema and
+//! write); risk from what the role's privileges can destroy (Part II
+//! §5.3): none to change it → `safe` (readOnly), INSERT only → `write`
+//! (adds rows, overwrites nothing), UPDATE, DELETE or TRUNCATE →
+//! `destructive` (overwrites or removes values irreversibly). Everything in an entry is derived from the schema and
 //! the privileges, never from the data, so inserting rows never changes a
 //! `catalog_version`.
 
@@ -19,6 +21,7 @@ use serde_json::{Map, Value, json};
 use sqlx::Row;
 
 use super::DataSourceError;
+use super::entry_id::relation_id;
 use super::postgres::PostgresDataSource;
 use crate::protocol::catalog::CatalogEntry;
 use crate::protocol::risk::RiskHints;
@@ -150,7 +153,7 @@ impl PostgresDataSource {
         let allowed = self.config().relations.clone();
         Ok(relations
             .into_values()
-            .filter(|r| allowed.as_ref().is_none_or(|ids| ids.contains(&format!("{}.{}", r.schema, r.name))))
+            .filter(|r| allowed.as_ref().is_none_or(|ids| ids.contains(&relation_id(&r.schema, &r.name))))
             .map(|relation| entry(&relation))
             .collect())
     }
@@ -190,11 +193,12 @@ fn element_schema(type_name: &str) -> Value {
 
 /// The catalog entry of a relation.
 pub fn entry(relation: &Relation) -> CatalogEntry {
-    let id = format!("{}.{}", relation.schema, relation.name);
+    let id = relation_id(&relation.schema, &relation.name);
     let is_view = matches!(relation.relkind.as_str(), "v" | "m");
-    let (risk, risk_hints) = if relation.delete || relation.truncate {
+    // UPDATE overwrites values as irreversibly as DELETE removes them.
+    let (risk, risk_hints) = if relation.update || relation.delete || relation.truncate {
         ("destructive", RiskHints::DESTRUCTIVE)
-    } else if relation.insert || relation.update {
+    } else if relation.insert {
         ("write", RiskHints::WRITE)
     } else {
         ("safe", RiskHints::SAFE)
@@ -216,12 +220,13 @@ pub fn entry(relation: &Relation) -> CatalogEntry {
     });
     let kind = if is_view { "view" } else { "table" };
     let description = relation.comment.clone().unwrap_or_else(|| {
-        let access = match risk {
-            "safe" => "read only",
-            "write" => "read, insert and update",
-            _ => "read, change and delete",
-        };
-        format!("{kind} {id} ({} columns; this role may {access})", relation.columns.len())
+        let granted = [("insert", relation.insert), ("update", relation.update), ("delete", relation.delete)];
+        let mut access = vec!["read"];
+        access.extend(granted.iter().filter(|(_, held)| *held).map(|(verb, _)| *verb));
+        if relation.truncate {
+            access.push("truncate");
+        }
+        format!("{kind} {id} ({} columns; this role may {})", relation.columns.len(), access.join(", "))
     });
     CatalogEntry {
         id,
@@ -279,10 +284,18 @@ mod tests {
         let write = entry(&relation(true, false));
         assert_eq!((write.risk.as_str(), write.risk_hints), ("write", RiskHints::WRITE));
         assert_eq!(write.input_schema.as_ref().unwrap()["required"], json!(["total"]));
+        let mut update = relation(false, false);
+        update.update = true;
+        let update = entry(&update);
+        assert_eq!((update.risk.as_str(), update.risk_hints), ("destructive", RiskHints::DESTRUCTIVE));
+        assert!(update.input_schema.is_some());
         let delete = entry(&relation(false, true));
         assert_eq!(delete.risk, "destructive");
         assert!(delete.risk_hints.destructive && !delete.risk_hints.read_only);
         assert_eq!(read.id, "s.t");
+        let mut dotted = relation(false, false);
+        (dotted.schema, dotted.name) = ("My.Schema".into(), "t.\"x\"".into());
+        assert_eq!(entry(&dotted).id, "\"My.Schema\".\"t.\"\"x\"\"\"");
         assert_eq!(read.languages.as_deref(), Some(&[LANGUAGE.to_owned()][..]));
     }
 

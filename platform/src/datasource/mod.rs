@@ -9,6 +9,8 @@
 //!   transaction per Run, `READ ONLY` when the plan only reads) and
 //!   introspects the relations the role can see into catalog entries
 //!   ([`introspection`]);
+//! - [`entry_id`]: the unambiguous `schema.relation` ids of relations'
+//!   catalog entries (each part bare or `"quoted"`);
 //! - [`values`]: PostgreSQL binary values to JSON and JSON parameters to
 //!   binary values;
 //! - [`attached`]: a data source registered by a tenant for one of its
@@ -38,6 +40,7 @@
 
 pub mod attached;
 pub mod demo;
+pub mod entry_id;
 pub mod introspection;
 pub mod postgres;
 pub mod values;

@@ -227,9 +227,10 @@ impl Settings {
                 ),
             });
         }
-        for (field, value) in
-            [("header_read_timeout_ms", self.header_read_timeout_ms), ("body_read_timeout_ms", self.body_read_timeout_ms)]
-        {
+        for (field, value) in [
+            ("header_read_timeout_ms", self.header_read_timeout_ms),
+            ("body_read_timeout_ms", self.body_read_timeout_ms),
+        ] {
             if value == 0 {
                 return Err(ConfigError::Invalid { field, message: "must be at least 1 (milliseconds)".into() });
             }

@@ -217,6 +217,11 @@ pub async fn serve(
     demo: DemoWorld,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    crate::http::connections::serve(listener, router(demo), crate::http::connections::ConnectionLimits::default(), shutdown)
-        .await
+    crate::http::connections::serve(
+        listener,
+        router(demo),
+        crate::http::connections::ConnectionLimits::default(),
+        shutdown,
+    )
+    .await
 }

@@ -67,12 +67,17 @@ impl ConnectionLimits {
     }
 }
 
-/// Sets the options every accepted socket gets (`TCP_NODELAY`).
+/// Accepts one connection and sets the options every accepted socket gets
+/// (`TCP_NODELAY`; a socket that refuses it is served all the same).
 ///
 /// # Errors
-/// The socket's error when the option cannot be set.
-pub fn prepare_socket(stream: &TcpStream) -> std::io::Result<()> {
-    stream.set_nodelay(true)
+/// The error of `accept`.
+pub async fn accept(listener: &TcpListener) -> std::io::Result<TcpStream> {
+    let (stream, _peer) = listener.accept().await?;
+    if let Err(error) = stream.set_nodelay(true) {
+        tracing::debug!(%error, "cannot set TCP_NODELAY on an accepted connection");
+    }
+    Ok(stream)
 }
 
 /// Errors of `accept` that concern one connection only (the peer gave up
@@ -114,9 +119,9 @@ pub async fn serve(
                 Err(_) => break,
             },
         };
-        let (stream, _peer) = tokio::select! {
+        let stream = tokio::select! {
             () = &mut shutdown => break,
-            accepted = listener.accept() => match accepted {
+            accepted = accept(&listener) => match accepted {
                 Ok(accepted) => accepted,
                 Err(error) if is_connection_error(&error) => continue,
                 Err(error) => {
@@ -126,9 +131,6 @@ pub async fn serve(
                 }
             },
         };
-        if let Err(error) = prepare_socket(&stream) {
-            tracing::debug!(%error, "cannot set TCP_NODELAY on an accepted connection");
-        }
         let service = TowerToHyperService::new(router.clone());
         let connection_closing = closing.clone();
         let http1 = http1.clone();
@@ -208,17 +210,19 @@ pub async fn body_deadline(State(deadline): State<BodyDeadline>, request: Reques
 mod tests {
     use super::*;
 
-    /// Every accepted socket gets TCP_NODELAY (checked with getsockopt
-    /// through `TcpStream::nodelay`).
+    /// Every socket the accept loop takes gets TCP_NODELAY (checked with
+    /// getsockopt through `TcpStream::nodelay`), where a plain accept
+    /// leaves Nagle's algorithm on.
     #[tokio::test]
     async fn accepted_sockets_get_tcp_nodelay() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
-        let client = tokio::spawn(async move { TcpStream::connect(address).await.unwrap() });
-        let (stream, _) = listener.accept().await.unwrap();
-        assert!(!stream.nodelay().unwrap(), "a fresh socket has Nagle's algorithm on");
-        prepare_socket(&stream).unwrap();
-        assert!(stream.nodelay().unwrap());
-        drop(client.await.unwrap());
+        let first = TcpStream::connect(address).await.unwrap();
+        let (plain, _) = listener.accept().await.unwrap();
+        assert!(!plain.nodelay().unwrap(), "a plainly accepted socket has Nagle's algorithm on");
+        let second = TcpStream::connect(address).await.unwrap();
+        let served = accept(&listener).await.unwrap();
+        assert!(served.nodelay().unwrap(), "the accept loop's socket has TCP_NODELAY");
+        drop((first, second));
     }
 }

@@ -115,6 +115,8 @@ mod tests {
         let schema = schemas::guide_input();
         check("pilotage_get_guide", &schema, &json!({"language": "sql/postgres-15", "id": "core"})).unwrap();
         assert!(check("pilotage_get_guide", &schema, &json!({})).unwrap_err().contains("\"language\""));
-        assert!(check("pilotage_get_guide", &schema, &json!({"language": "x", "topic": 1})).unwrap_err().contains("/topic"));
+        assert!(
+            check("pilotage_get_guide", &schema, &json!({"language": "x", "topic": 1})).unwrap_err().contains("/topic")
+        );
     }
 }

@@ -89,8 +89,7 @@ async fn access_tool_schema_violations_are_carrier_errors() {
         assert_eq!(error["error"]["kind"], "invalid_request", "{tool} {args}");
     }
     assert_eq!(
-        request_error(&client, "pilotage_catalog", json!({"language": "workflow/v9", "verb": "list"})).await["error"]
-            ["kind"],
+        request_error(&client, "pilotage_catalog", json!({"language": "workflow/v9", "verb": "list"})).await["error"]["kind"],
         "not_found"
     );
     client.cancel().await.unwrap();
@@ -254,10 +253,7 @@ async fn closed_within(
     }
 }
 
-async fn slow_connection(
-    addr: std::net::SocketAddr,
-    head: String,
-) -> (tokio::net::tcp::OwnedReadHalf, Instant) {
+async fn slow_connection(addr: std::net::SocketAddr, head: String) -> (tokio::net::tcp::OwnedReadHalf, Instant) {
     let stream = TcpStream::connect(addr).await.expect("connect");
     let started = Instant::now();
     let (reader, writer) = stream.into_split();
@@ -341,13 +337,18 @@ async fn slow_clients_are_closed_within_the_bounds_while_others_are_served() {
         assert!(text.to_ascii_lowercase().contains("connection: close"), "{text}");
     }
     for (reader, started) in admin_bodies {
-        let (received, _) = closed_within(reader, started, body_bound)
-            .await
-            .expect("a trickled admin body is closed within the bound");
+        let (received, _) =
+            closed_within(reader, started, body_bound).await.expect("a trickled admin body is closed within the bound");
         let text = String::from_utf8_lossy(&received);
         assert!(text.starts_with("HTTP/1.1 408"), "{text}");
         assert!(text.contains("request_timeout"), "{text}");
     }
+
+    // A trickled body to a route that never reads it does not hold the
+    // connection either: the answer is sent and the connection closed.
+    let (reader, started) = slow_connection(addr, slow_body("/healthz", "")).await;
+    let (received, _) = closed_within(reader, started, body_bound).await.expect("an unread body is not waited for");
+    assert!(String::from_utf8_lossy(&received).starts_with("HTTP/1.1 "), "answered before closing");
 
     // A body that arrives within the bound, in pieces, is served.
     let stream = TcpStream::connect(addr).await.unwrap();

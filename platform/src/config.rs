@@ -9,6 +9,9 @@ use serde::Deserialize;
 use crate::engine::Bounds;
 use crate::protocol::retention::Retention;
 
+/// The largest `max_connections` accepted.
+pub const MAX_CONNECTIONS_LIMIT: usize = 1 << 20;
+
 /// Every server setting, with its default.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -29,7 +32,17 @@ pub struct Settings {
     /// Host header values accepted (DNS-rebinding protection). Default:
     /// loopback names plus the public URL's host.
     pub allowed_hosts: Vec<String>,
-    /// Browser origins accepted; empty disables the Origin check.
+    /// Browser origins accepted in an `Origin` header on `/mcp`,
+    /// `/t/{tenant}/mcp` and `/admin/v1` (the MCP transport's Origin
+    /// validation). Each entry is `scheme://host` (the scheme's default
+    /// port only), `scheme://host:port`, `scheme://host:*` (any port),
+    /// `null` (the opaque origin of sandboxed or `file:` pages) or `*` (no
+    /// check at all). Scheme and host compare case-insensitively. Default
+    /// (empty): the public URL's origin plus the loopback origins
+    /// `http://localhost`, `http://127.0.0.1` and `http://[::1]` on any
+    /// port. A request without `Origin` (a non-browser client) always
+    /// passes; one whose `Origin` matches no entry gets 403 before it is
+    /// authenticated or reaches a session (`http::origin`).
     pub allowed_origins: Vec<String>,
     /// Retention of run records (Part II §6.6): `none`, `session` or an
     /// ISO 8601 duration. Default `PT24H`.
@@ -39,6 +52,27 @@ pub struct Settings {
     /// Time allowed for one POST on `/mcp`, in milliseconds. Default
     /// 60 000 (above the execution wall-time bound).
     pub request_timeout_ms: u64,
+    /// Time a connection has to send a complete request head (request line
+    /// and headers), in milliseconds; it also bounds how long an idle
+    /// keep-alive connection waits for its next request. Default 10 000.
+    /// Failure mode: the connection is closed without a response (hyper's
+    /// `header_read_timeout`).
+    pub header_read_timeout_ms: u64,
+    /// Time a request's whole body has to arrive once its head has been
+    /// read, in milliseconds, on `/mcp` and on the admin API (so a request
+    /// is read within `header_read_timeout_ms + body_read_timeout_ms` of
+    /// its first byte). Default 30 000 (a 32 MiB Language upload needs
+    /// about 9 Mbit/s). Failure mode: 408 (a JSON-RPC error on `/mcp`, an
+    /// `{"error"}` body on the admin API) with `Connection: close`.
+    pub body_read_timeout_ms: u64,
+    /// Most connections open at once on the listener (MCP, admin API and
+    /// probes together). Default 1024. Failure mode: past it the server
+    /// accepts nothing more until a connection closes; new connections
+    /// wait in the kernel's listen backlog (their connect succeeds, their
+    /// request is read only when a place frees), and a client's own
+    /// connect or read timeout ends the wait. With `header_read_timeout_ms`
+    /// an idle or trickling connection frees its place within that bound.
+    pub max_connections: usize,
     /// An MCP session idle for this many seconds ends (and its
     /// session-retained runs are deleted). Default 1800.
     pub session_idle_secs: u64,
@@ -97,6 +131,9 @@ impl Default for Settings {
             session_idle_secs: 1800,
             max_sessions_per_principal: 64,
             max_sessions_per_tenant: 1024,
+            header_read_timeout_ms: 10_000,
+            body_read_timeout_ms: 30_000,
+            max_connections: 1024,
             demo_world_listen: None,
             demo_postgres: crate::datasource::demo::DEFAULT_ADMIN_URL.to_owned(),
             dev_tenant: "demo".to_owned(),
@@ -229,6 +266,25 @@ impl Settings {
                 ),
             });
         }
+        for (field, value) in [
+            ("header_read_timeout_ms", self.header_read_timeout_ms),
+            ("body_read_timeout_ms", self.body_read_timeout_ms),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::Invalid { field, message: "must be at least 1 (milliseconds)".into() });
+            }
+        }
+        if !(1..=MAX_CONNECTIONS_LIMIT).contains(&self.max_connections) {
+            return Err(ConfigError::Invalid {
+                field: "max_connections",
+                message: format!("must be between 1 and {MAX_CONNECTIONS_LIMIT}"),
+            });
+        }
+        for origin in &self.allowed_origins {
+            if let Err(message) = crate::http::origin::AllowedOrigin::parse(origin) {
+                return Err(ConfigError::Invalid { field: "allowed_origins", message });
+            }
+        }
         if let Some(url) = &self.public_url
             && reqwest::Url::parse(url).is_err()
         {
@@ -299,5 +355,19 @@ mod tests {
         assert!(matches!(settings.check(), Err(ConfigError::Invalid { field: "admin_max_body_bytes", .. })));
         let settings = Settings { max_component_bytes: 10, ..Settings::default() };
         assert!(matches!(settings.check(), Err(ConfigError::Invalid { field: "max_component_bytes", .. })));
+        for (settings, field) in [
+            (Settings { header_read_timeout_ms: 0, ..Settings::default() }, "header_read_timeout_ms"),
+            (Settings { body_read_timeout_ms: 0, ..Settings::default() }, "body_read_timeout_ms"),
+            (Settings { max_connections: 0, ..Settings::default() }, "max_connections"),
+            (Settings { allowed_origins: vec!["localhost:3000".into()], ..Settings::default() }, "allowed_origins"),
+        ] {
+            assert!(matches!(settings.check(), Err(ConfigError::Invalid { field: f, .. }) if f == field), "{field}");
+        }
+        let good = Settings {
+            allowed_origins: vec!["https://app.example".into(), "http://localhost:*".into(), "null".into()],
+            max_connections: 1,
+            ..Settings::default()
+        };
+        good.check().unwrap();
     }
 }

@@ -217,5 +217,11 @@ pub async fn serve(
     demo: DemoWorld,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(demo)).with_graceful_shutdown(shutdown).await
+    crate::http::connections::serve(
+        listener,
+        router(demo),
+        crate::http::connections::ConnectionLimits::default(),
+        shutdown,
+    )
+    .await
 }

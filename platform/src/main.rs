@@ -371,6 +371,15 @@ struct ServeArgs {
     /// Time allowed for one request, milliseconds.
     #[arg(long, env = "PILOTAGE_REQUEST_TIMEOUT_MS")]
     request_timeout_ms: Option<u64>,
+    /// Time to send a request head (also the keep-alive idle time), milliseconds.
+    #[arg(long, env = "PILOTAGE_HEADER_READ_TIMEOUT_MS")]
+    header_read_timeout_ms: Option<u64>,
+    /// Time for a request body to arrive after its head, milliseconds.
+    #[arg(long, env = "PILOTAGE_BODY_READ_TIMEOUT_MS")]
+    body_read_timeout_ms: Option<u64>,
+    /// Most connections open at once.
+    #[arg(long, env = "PILOTAGE_MAX_CONNECTIONS")]
+    max_connections: Option<usize>,
     /// Fuel per validation call.
     #[arg(long, env = "PILOTAGE_VALIDATE_FUEL")]
     validate_fuel: Option<u64>,
@@ -444,6 +453,15 @@ impl ServeArgs {
         }
         if let Some(ms) = self.request_timeout_ms {
             settings.request_timeout_ms = ms;
+        }
+        if let Some(ms) = self.header_read_timeout_ms {
+            settings.header_read_timeout_ms = ms;
+        }
+        if let Some(ms) = self.body_read_timeout_ms {
+            settings.body_read_timeout_ms = ms;
+        }
+        if let Some(connections) = self.max_connections {
+            settings.max_connections = connections;
         }
         if let Some(fuel) = self.validate_fuel {
             settings.bounds.validation.fuel = fuel;

@@ -362,8 +362,9 @@ pub async fn start(settings: Settings) -> Result<Server, StartError> {
         sessions.cancel();
     }));
     let token = shutdown.clone();
+    let limits = crate::http::connections::ConnectionLimits::from_settings(&settings);
     tasks.push(tokio::spawn(async move {
-        let serving = axum::serve(listener, router).with_graceful_shutdown(async move { token.cancelled().await });
+        let serving = crate::http::connections::serve(listener, router, limits, async move { token.cancelled().await });
         if let Err(error) = serving.await {
             tracing::error!(%error, "the HTTP server stopped");
         }

@@ -9,7 +9,9 @@
 //!   unwrapped to the one JSON-RPC response it carries, keeping
 //!   `Mcp-Session-Id`;
 //! - a missing `Content-Type` on a JSON body is taken as JSON;
-//! - each POST is bounded in time (a JSON-RPC error after the timeout);
+//! - each POST's body must arrive within a bound (408, then the
+//!   connection closes), and each POST is bounded in time (a JSON-RPC
+//!   error after the timeout);
 //! - a session DELETE answers 204 (not 202), which every client accepts.
 
 use std::time::Duration;
@@ -29,6 +31,9 @@ pub struct Compat {
     pub max_body_bytes: usize,
     /// Time allowed for one POST.
     pub timeout: Duration,
+    /// Time allowed for the body to arrive once the head is read (setting
+    /// `body_read_timeout_ms`).
+    pub body_read_timeout: Duration,
 }
 
 fn rpc_error(status: StatusCode, id: Value, code: i64, message: &str) -> Response {
@@ -69,9 +74,24 @@ pub async fn compat(State(settings): State<Compat>, request: Request, next: Next
     }
     let wants_stream = accepts(&request, "text/event-stream");
     let (mut parts, body) = request.into_parts();
-    let bytes = match axum::body::to_bytes(body, settings.max_body_bytes).await {
-        Ok(bytes) => bytes,
+    // A body trickled in byte by byte must not hold the connection: the
+    // whole of it has `body_read_timeout` (the request timeout only starts
+    // once it is read). The connection is closed after the answer, since
+    // the rest of the body was never read.
+    let reading = tokio::time::timeout(settings.body_read_timeout, axum::body::to_bytes(body, settings.max_body_bytes));
+    let bytes = match reading.await {
+        Ok(Ok(bytes)) => bytes,
         Err(_) => {
+            let mut response = rpc_error(
+                StatusCode::REQUEST_TIMEOUT,
+                Value::Null,
+                -32600,
+                &format!("the request body did not arrive within {} ms", settings.body_read_timeout.as_millis()),
+            );
+            response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+            return response;
+        }
+        Ok(Err(_)) => {
             return rpc_error(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 Value::Null,

@@ -1,12 +1,17 @@
 //! The HTTP edge: the axum router with `/mcp` (rmcp's Streamable HTTP
 //! service behind a compatibility layer), `/healthz` and `/readyz`.
 //!
-//! - [`compat`]: JSON-RPC parse errors, liberal `Accept`, per-request
-//!   timeouts;
+//! - [`compat`]: JSON-RPC parse errors, liberal `Accept`, body and
+//!   per-request timeouts;
+//! - [`origin`]: `Origin` validation (403 before anything else);
+//! - [`connections`]: the accept loop (connection cap, header timeout,
+//!   `TCP_NODELAY`, graceful shutdown) and the admin API's body deadline;
 //! - [`session_binding`]: sessions usable only by the principal that
 //!   opened them, and the ceilings on open sessions.
 
 pub mod compat;
+pub mod connections;
+pub mod origin;
 pub mod session_binding;
 
 use std::sync::Arc;
@@ -34,8 +39,13 @@ use crate::service::Platform;
 pub struct EdgeSettings {
     /// Host header values accepted.
     pub allowed_hosts: Vec<String>,
-    /// Origins accepted (empty: no Origin check).
+    /// Origins accepted (`Settings::allowed_origins`; empty: the public
+    /// URL's origin and loopback, see [`origin`]).
     pub allowed_origins: Vec<String>,
+    /// The public base URL, whose origin is allowed by default.
+    pub public_url: String,
+    /// Time for a request body to arrive once its head is read.
+    pub body_read_timeout: Duration,
     /// Largest body accepted, in bytes.
     pub max_body_bytes: usize,
     /// Time allowed for one POST.
@@ -54,6 +64,8 @@ impl EdgeSettings {
         EdgeSettings {
             allowed_hosts: settings.allowed_hosts(),
             allowed_origins: settings.allowed_origins.clone(),
+            public_url: settings.public_url(),
+            body_read_timeout: Duration::from_millis(settings.body_read_timeout_ms),
             max_body_bytes: settings.max_body_bytes,
             request_timeout: Duration::from_millis(settings.request_timeout_ms),
             session_idle: Duration::from_secs(settings.session_idle_secs),
@@ -92,13 +104,12 @@ fn mcp_service(
             }
         });
     });
-    let mut config = StreamableHttpServerConfig::default()
+    // Origin is validated by the edge (`origin`), before authentication,
+    // for the MCP endpoints and the admin API alike.
+    let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(settings.allowed_hosts.clone())
         .with_cancellation_token(shutdown.child_token())
         .with_max_request_body_bytes(settings.max_body_bytes);
-    if !settings.allowed_origins.is_empty() {
-        config = config.with_allowed_origins(settings.allowed_origins.clone());
-    }
     let factory = platform.clone();
     StreamableHttpService::new(
         move || Ok(PilotageServer::new(factory.clone())),
@@ -131,18 +142,31 @@ pub fn app(platform: Platform, settings: EdgeSettings, shutdown: CancellationTok
         idle: settings.session_idle,
     });
     let mcp = mcp_service(&platform, &settings, &shutdown, &bindings);
-    let compat = compat::Compat { max_body_bytes: settings.max_body_bytes, timeout: settings.request_timeout };
+    let compat = compat::Compat {
+        max_body_bytes: settings.max_body_bytes,
+        timeout: settings.request_timeout,
+        body_read_timeout: settings.body_read_timeout,
+    };
     let binding = session_binding::SessionBinding { bindings, max_body_bytes: settings.max_body_bytes };
     let auth = admin.auth.clone();
-    // Order: authenticate first (a refused request never reaches rmcp),
-    // then the compatibility layer, then the session binding (which needs
-    // the principal, and reads the body compat has already bounded).
+    let origins = Arc::new(origin::OriginPolicy::new(&settings.allowed_origins, &settings.public_url));
+    // Order: the Origin check first, then authenticate (a refused request
+    // never reaches rmcp), then the compatibility layer, then the session
+    // binding (which needs the principal, and reads the body compat has
+    // already bounded).
     let mcp_routes = Router::new()
         .route_service("/mcp", mcp.clone())
         .route_service("/t/{tenant}/mcp", mcp)
         .layer(axum::middleware::from_fn_with_state(binding, session_binding::session_binding))
         .layer(axum::middleware::from_fn_with_state(compat, compat::compat))
-        .layer(axum::middleware::from_fn_with_state(auth.clone(), require_principal));
+        .layer(axum::middleware::from_fn_with_state(auth.clone(), require_principal))
+        .layer(axum::middleware::from_fn_with_state(origins.clone(), origin::mcp_origin));
+    let admin_routes = crate::admin::router(admin)
+        .layer(axum::middleware::from_fn_with_state(
+            connections::BodyDeadline(settings.body_read_timeout),
+            connections::body_deadline,
+        ))
+        .layer(axum::middleware::from_fn_with_state(origins, origin::admin_origin));
     let metadata = Router::new()
         .route("/.well-known/oauth-protected-resource", get(protected_resource))
         .route("/.well-known/oauth-protected-resource/mcp", get(protected_resource))
@@ -151,7 +175,7 @@ pub fn app(platform: Platform, settings: EdgeSettings, shutdown: CancellationTok
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .with_state(platform)
-        .nest("/admin/v1", crate::admin::router(admin))
+        .nest("/admin/v1", admin_routes)
         .merge(metadata)
         .merge(mcp_routes)
 }

@@ -5,11 +5,14 @@
 //! request errors, JSON-RPC errors only for structural faults.
 //!
 //! - [`tools`]: the tool surface and dispatch roles;
+//! - [`arguments`]: the structural check of tool arguments against the
+//!   advertised input schemas (carrier errors, Part III §7.1);
 //! - [`schemas`]: input and output schemas;
 //! - [`sessions`]: observing the end of MCP sessions;
 //! - [`session_binding`]: each session bound to its principal, and the
 //!   ceilings on open sessions per principal and per tenant.
 
+pub mod arguments;
 pub mod schemas;
 pub mod session_binding;
 pub mod sessions;
@@ -204,6 +207,11 @@ impl ServerHandler for PilotageServer {
             return Err(McpError::invalid_params(format!("Unknown tool: {}", request.name), None));
         };
         let args = Value::Object(request.arguments.unwrap_or_default());
+        // A violation of the tool's own inputSchema is structural: a
+        // carrier error before anything runs (Part III §7.1, §4.6).
+        if let Err(message) = arguments::check(&request.name, &tools::input_schema(&role), &args) {
+            return Err(McpError::invalid_params(message, None));
+        }
         let result = match role {
             ToolRole::Manifest => Ok(operations::discover::manifest(&context)),
             ToolRole::Guide => operations::learn::get_guide(&context, &args),

@@ -66,6 +66,71 @@ fn program_schema(slot: &LanguageSlot) -> Value {
     }
 }
 
+/// The `inputSchema` a tool of `role` advertises. Access tools carry the
+/// binding-defined strict schemas (Part III §4.1, §4.2, §7.1); loop tools
+/// carry permissive ones, JSON types and required members only (Part III
+/// §4.6), so that a violation of any of them is a structural fault.
+pub fn input_schema(role: &ToolRole) -> Value {
+    match role {
+        ToolRole::Manifest => schemas::manifest_input(),
+        ToolRole::Guide => schemas::guide_input(),
+        ToolRole::Catalog => schemas::catalog_input(),
+        ToolRole::Validate(slot) => validate_input(slot),
+        ToolRole::Execute(slot) => execute_input(slot),
+        ToolRole::Trace(_) => trace_input(),
+        ToolRole::Promote(slot) => promote_input(slot),
+    }
+}
+
+fn validate_input(slot: &LanguageSlot) -> Value {
+    let argument = &slot.description().program_argument;
+    json!({"type": "object", "properties": {
+        argument: program_schema(slot),
+        "context": {"description": "Validation context; only for Languages that declare a context_schema."}
+    }, "required": [argument]})
+}
+
+/// Neither runnable is required (Part III §4.6 runnable selection); no
+/// reserved member is constrained beyond its JSON type.
+fn execute_input(slot: &LanguageSlot) -> Value {
+    let description = slot.description();
+    let argument = &description.program_argument;
+    let mut properties = json!({
+        argument: program_schema(slot),
+        "program_ref": {"type": "string", "description": "A promoted program's reference, instead of an inline program."},
+        "input": {"description": "The Run's input (see the Language's parameter-binding convention)."},
+        "context": {"description": "Validation context, as for validate."},
+        "trace_level": {"type": "string", "description": "none, summary or full (default: the Language's ceiling)."},
+        "expected_catalog_version": {"type": "string", "description": "The catalog_version you validated against; a stale one refuses the Run with catalog_drift."},
+        "idempotency_key": {"type": "string", "description": "Repeat a request with the same key to get the first Run's response instead of running again."},
+        "store": {"type": "boolean", "description": "true: keep the Run for the trace tool; false: keep nothing."}
+    });
+    if description.features.test_run {
+        properties["test_run"] = json!({"type": "boolean"});
+    }
+    if description.execution == crate::protocol::manifest::ExecutionMode::Both {
+        properties["mode"] = json!({"type": "string", "description": "immediate or deploy."});
+    }
+    json!({"type": "object", "properties": properties})
+}
+
+fn trace_input() -> Value {
+    json!({"type": "object", "properties": {
+        "run_id": {"type": "string"},
+        "trace_level": {"type": "string", "description": "summary or full (default: as recorded)."}
+    }, "required": ["run_id"]})
+}
+
+fn promote_input(slot: &LanguageSlot) -> Value {
+    let argument = &slot.description().program_argument;
+    json!({"type": "object", "properties": {
+        argument: program_schema(slot),
+        "input_schema": {"type": "object", "description": "JSON Schema of the input the saved program takes (default: any object)."},
+        "name": {"type": "string"},
+        "description": {"type": "string"}
+    }, "required": [argument]})
+}
+
 /// Which tool a name denotes for this tenant.
 pub fn role_of(tenant: &Tenant, name: &str) -> Option<ToolRole> {
     match name {
@@ -161,10 +226,7 @@ fn language_tools(tenant: &Tenant, principal: &Principal, slot: &Arc<LanguageSlo
                  name) and, when the program is valid, a plan of every step with its risk. Pass the program as \
                  '{argument}'."
             ),
-            json!({"type": "object", "properties": {
-                argument: program_schema(slot),
-                "context": {"description": "Validation context; only for Languages that declare a context_schema."}
-            }, "required": [argument]}),
+            validate_input(slot),
             schemas::validate_output(),
             read_only(),
         )
@@ -174,22 +236,6 @@ fn language_tools(tenant: &Tenant, principal: &Principal, slot: &Arc<LanguageSlo
         let snapshot = tenant.snapshot(principal, name);
         let destructive = snapshot.entries().any(|entry| entry.risk_hints.destructive);
         let open_world = snapshot.entries().any(|entry| entry.risk_hints.open_world);
-        let mut properties = json!({
-            argument: program_schema(slot),
-            "program_ref": {"type": "string", "description": "A promoted program's reference, instead of an inline program."},
-            "input": {"description": "The Run's input (see the Language's parameter-binding convention)."},
-            "context": {"description": "Validation context, as for validate."},
-            "trace_level": {"type": "string", "description": "none, summary or full (default: the Language's ceiling)."},
-            "expected_catalog_version": {"type": "string", "description": "The catalog_version you validated against; a stale one refuses the Run with catalog_drift."},
-            "idempotency_key": {"type": "string", "description": "Repeat a request with the same key to get the first Run's response instead of running again."},
-            "store": {"type": "boolean", "description": "true: keep the Run for the trace tool; false: keep nothing."}
-        });
-        if description.features.test_run {
-            properties["test_run"] = json!({"type": "boolean"});
-        }
-        if description.execution == crate::protocol::manifest::ExecutionMode::Both {
-            properties["mode"] = json!({"type": "string", "description": "immediate or deploy."});
-        }
         tools.push(
             tool(
                 execute,
@@ -199,7 +245,7 @@ fn language_tools(tenant: &Tenant, principal: &Principal, slot: &Arc<LanguageSlo
                      stale expected_catalog_version or bad input is refused before anything runs. Returns the outcome, \
                      the output and a trace of every step (calls, inputs, outputs, branch and loop decisions)."
                 ),
-                json!({"type": "object", "properties": properties}),
+                execute_input(slot),
                 schemas::execute_output(),
                 ToolAnnotations::new().read_only(false).destructive(destructive).idempotent(false).open_world(open_world),
             )
@@ -213,10 +259,7 @@ fn language_tools(tenant: &Tenant, principal: &Principal, slot: &Arc<LanguageSlo
                 "Trace-fetch stage of Pilotage for the Language {name}: fetches the stored trace of an earlier {name} \
                  run by its run_id (the same trace the run tool returned, kept per the manifest's retention)."
             ),
-            json!({"type": "object", "properties": {
-                "run_id": {"type": "string"},
-                "trace_level": {"type": "string", "description": "summary or full (default: as recorded)."}
-            }, "required": ["run_id"]}),
+            trace_input(),
             schemas::trace_output(),
             read_only(),
         ));
@@ -231,12 +274,7 @@ fn language_tools(tenant: &Tenant, principal: &Principal, slot: &Arc<LanguageSlo
                      it in the catalog, with the risk of its body and an input_schema; the run tool can then execute it \
                      by program_ref, and other programs can call it. Pass the program as '{argument}'."
                 ),
-                json!({"type": "object", "properties": {
-                    argument: program_schema(slot),
-                    "input_schema": {"type": "object", "description": "JSON Schema of the input the saved program takes (default: any object)."},
-                    "name": {"type": "string"},
-                    "description": {"type": "string"}
-                }, "required": [argument]}),
+                promote_input(slot),
                 schemas::promote_output(),
                 ToolAnnotations::new().read_only(false).destructive(false).idempotent(true).open_world(false),
             )

@@ -38,8 +38,9 @@ pub const UNKNOWN_ENTRY: &str = "unknown catalog entry: list the catalog to see 
 /// Serves `pilotage_catalog`.
 ///
 /// # Errors
-/// `not_found` for an unknown Language or entry (with `catalog_version`
-/// beside it); `invalid_request` for an unknown verb, a member not
+/// A structural fault for a verb outside the schema's enum or a `limit`
+/// below 1; `not_found` for an unknown Language or entry (with
+/// `catalog_version` beside it); `invalid_request` for a member not
 /// applicable to the verb, or a verb or filter needing an undeclared
 /// sub-feature; `unknown_baseline` when `changed_since` cannot be computed.
 pub fn catalog(context: &Context, raw: &Value) -> Result<Value, OpError> {
@@ -61,11 +62,12 @@ pub fn catalog(context: &Context, raw: &Value) -> Result<Value, OpError> {
         "list" => &["language", "verb", "kind", "tag", "q", "cursor", "limit"],
         "get" => &["language", "verb", "id"],
         "changed_since" => &["language", "verb", "catalog_version"],
+        // `verb` is enumerated in the binding-defined schema: a value
+        // outside it is a schema violation, carrier-level (Part III §7.1).
         other => {
-            return Err(request_error(
-                RequestErrorKind::InvalidRequest,
-                format!("unknown verb '{other}'; verbs: list, get, changed_since"),
-            ));
+            return Err(OpError::Structural(format!(
+                "invalid arguments: unknown verb '{other}'; verbs: list, get, changed_since"
+            )));
         }
     };
     let outside = members_outside(raw, applicable);

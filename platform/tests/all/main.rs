@@ -6,6 +6,7 @@ mod support;
 mod client_vectors;
 mod conformance;
 mod engine_bounds;
+mod hardening_edge;
 mod hardening_sessions;
 mod interop;
 mod main_job;

@@ -231,7 +231,6 @@ async fn request_error_kinds_are_reachable() {
     for (tool, args) in [
         ("pilotage_get_guide", json!({"language": "workflow/v1", "id": "workflow-core", "topic": "grammar"})),
         ("pilotage_catalog", json!({"language": "workflow/v1", "verb": "get", "id": "x", "kind": "capability"})),
-        ("pilotage_catalog", json!({"language": "workflow/v1", "verb": "lookup"})),
         ("run_workflow", json!({"workflow": spec_program(), "program_ref": "prog_x"})),
         ("run_workflow", json!({"input": {"x": 1}})),
         ("run_workflow", json!({"workflow": spec_program(), "trace_level": "verbose"})),

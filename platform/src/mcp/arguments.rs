@@ -1,0 +1,122 @@
+//! The structural check of `tools/call` arguments (Part III §7.1
+//! "Deterministic schema-fault routing"): the arguments are checked against
+//! the very `inputSchema` the tool advertises, and any violation is a
+//! carrier error (JSON-RPC -32602) before the operation runs.
+//!
+//! This routes every fault class to exactly one channel because of how the
+//! schemas are built (`tools::input_schema`):
+//!
+//! - the access tools carry the binding-defined strict schemas (Part III
+//!   §4.1, §4.2): a missing `language` or `verb`, a `verb` outside its
+//!   enum, a `limit` below its minimum, a member of the wrong JSON type are
+//!   all schema violations, hence carrier errors;
+//! - the loop tools carry permissive schemas (Part III §4.6): only a
+//!   missing required member or a wrong JSON type can violate them, and
+//!   those are exactly the structural faults §4.6 makes carrier-level.
+//!
+//! What no schema expresses stays with the operation, on the request-error
+//! or diagnostic channel: an unknown Language, guide or entry, a member not
+//! applicable to the chosen verb, an undeclared sub-feature, an unknown
+//! `trace_level`, program invalidity. None of the schemas sets
+//! `additionalProperties: false` (the binding's schemas do not either), so
+//! an unknown member is never a carrier error.
+
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex};
+
+use serde_json::Value;
+
+/// Compiled validators by the schema's JSON text. Tool schemas are few and
+/// fixed per Language, so compiling each once keeps the check to a walk of
+/// the arguments.
+static VALIDATORS: LazyLock<Mutex<HashMap<String, Arc<jsonschema::Validator>>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// Most distinct schemas kept compiled; past it the cache starts over
+/// (Languages come and go, each with its own program argument).
+const MAX_CACHED_SCHEMAS: usize = 256;
+
+fn validator(schema: &Value) -> Result<Arc<jsonschema::Validator>, String> {
+    let key = schema.to_string();
+    let mut cache = VALIDATORS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(found) = cache.get(&key) {
+        return Ok(found.clone());
+    }
+    let compiled = Arc::new(jsonschema::validator_for(schema).map_err(|error| error.to_string())?);
+    if cache.len() >= MAX_CACHED_SCHEMAS {
+        cache.clear();
+    }
+    cache.insert(key, compiled.clone());
+    Ok(compiled)
+}
+
+/// Checks `arguments` against `schema`, the `inputSchema` of `tool`.
+///
+/// # Errors
+/// A message for the JSON-RPC -32602 naming the tool and every violation
+/// with its location in the arguments (a JSON Pointer), e.g.
+/// `invalid arguments for tool 'pilotage_catalog': at /verb: "fetch" is not
+/// one of ["list","get","changed_since"]`. A schema that does not compile
+/// (a fault of this server, not of the caller) is reported the same way,
+/// and logged.
+pub fn check(tool: &str, schema: &Value, arguments: &Value) -> Result<(), String> {
+    let validator = validator(schema).map_err(|error| {
+        tracing::error!(%tool, %error, "a tool's input schema does not compile");
+        format!("invalid arguments for tool '{tool}': its input schema cannot be checked")
+    })?;
+    let violations: Vec<String> = validator
+        .iter_errors(arguments)
+        .map(|error| {
+            let location = error.instance_path().to_string();
+            let location = if location.is_empty() { "the top level".to_owned() } else { location };
+            format!("at {location}: {error}")
+        })
+        .collect();
+    if violations.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("invalid arguments for tool '{tool}': {}", violations.join("; ")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::mcp::schemas;
+
+    /// Every kind of violation of the strict catalog schema is caught, and
+    /// what the schema allows passes (Part III §4.2, §7.1).
+    #[test]
+    fn the_catalog_schema_is_strict_for_every_kind_of_violation() {
+        let schema = schemas::catalog_input();
+        let check = |arguments: Value| check("pilotage_catalog", &schema, &arguments);
+        check(json!({"language": "workflow/v1", "verb": "list"})).unwrap();
+        check(json!({"language": "workflow/v1", "verb": "list", "limit": 1, "unknown": true})).unwrap();
+        for (arguments, expect) in [
+            (json!({"language": "workflow/v1", "verb": "fetch"}), "at /verb"),
+            (json!({"language": "workflow/v1", "verb": 3}), "at /verb"),
+            (json!({"language": "workflow/v1"}), "\"verb\" is a required property"),
+            (json!({"verb": "list"}), "\"language\" is a required property"),
+            (json!({"language": ["workflow/v1"], "verb": "list"}), "at /language"),
+            (json!({"language": "workflow/v1", "verb": "list", "limit": 0}), "at /limit"),
+            (json!({"language": "workflow/v1", "verb": "list", "limit": "10"}), "at /limit"),
+            (json!({"language": "workflow/v1", "verb": "get", "id": null}), "at /id"),
+        ] {
+            let message = check(arguments.clone()).unwrap_err();
+            assert!(message.starts_with("invalid arguments for tool 'pilotage_catalog': "), "{message}");
+            assert!(message.contains(expect), "{arguments}: {message}");
+        }
+    }
+
+    #[test]
+    fn the_guide_schema_requires_a_string_language() {
+        let schema = schemas::guide_input();
+        check("pilotage_get_guide", &schema, &json!({"language": "sql/postgres-15", "id": "core"})).unwrap();
+        assert!(check("pilotage_get_guide", &schema, &json!({})).unwrap_err().contains("\"language\""));
+        assert!(
+            check("pilotage_get_guide", &schema, &json!({"language": "x", "topic": 1})).unwrap_err().contains("/topic")
+        );
+    }
+}

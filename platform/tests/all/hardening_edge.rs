@@ -474,3 +474,25 @@ async fn event_stream_replies_do_not_wait_on_nagle() {
     assert!(median < Duration::from_millis(25), "replies wait on Nagle's algorithm: median {median:?}");
     server.stop().await;
 }
+
+/// Shutdown waits for connections to close, as before; a slow client can
+/// no longer hold it open past the read bounds, and an idle keep-alive
+/// connection is closed at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_is_not_held_by_slow_clients() {
+    let mut settings = settings(Backend::Sqlite).await;
+    settings.header_read_timeout_ms = HEADER_TIMEOUT_MS;
+    settings.body_read_timeout_ms = BODY_TIMEOUT_MS;
+    let server = server(settings).await;
+    let addr = server.addr;
+    let (_head_reader, _) = slow_connection(addr, slow_head("/mcp")).await;
+    let (_body_reader, _) = slow_connection(addr, slow_body("/mcp", "")).await;
+    let mut idle = healthz_request(addr).await;
+    assert!(answered(&mut idle, Duration::from_secs(5)).await);
+    let started = Instant::now();
+    tokio::time::timeout(Duration::from_millis(BODY_TIMEOUT_MS) + SLACK, server.stop())
+        .await
+        .expect("shutdown completes within the body bound");
+    eprintln!("shutdown with slow clients took {:?}", started.elapsed());
+    assert!(TcpStream::connect(addr).await.is_err(), "nothing listens after shutdown");
+}

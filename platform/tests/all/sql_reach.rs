@@ -81,7 +81,8 @@ async fn a_hidden_relation_answers_like_a_nonexistent_one_in_every_name_position
     }
 
     // The good polarity: built-in casts on the visible table run.
-    let fine = "SELECT salary::bigint AS s, CAST(id AS text) AS i, '{1,2}'::int[] AS a FROM payroll ORDER BY id LIMIT 2";
+    let fine =
+        "SELECT salary::bigint AS s, CAST(id AS text) AS i, '{1,2}'::int[] AS a FROM payroll ORDER BY id LIMIT 2";
     let run = call(&ann, "run_sql", json!({"query": fine})).await;
     assert_eq!(run["outcome"]["status"], "success", "{run}");
     assert_eq!(run["output"], json!([{"s": 100, "i": "1", "a": [1, 2]}, {"s": 200, "i": "2", "a": [1, 2]}]));
@@ -150,7 +151,8 @@ async fn entry_ids_with_dots_quotes_case_and_unicode_run_exactly_their_own_relat
         assert_eq!(run["outcome"]["status"], "success", "{query}: {run}");
         assert_eq!(run["output"], json!([{"marker": marker}]), "{query}");
         assert_eq!(run["trace"]["steps"][1]["calls"], json!(id), "{query}: {run}");
-        let entry = call(&hanna, "pilotage_catalog", json!({"language": "sql/postgres-15", "verb": "get", "id": id})).await;
+        let entry =
+            call(&hanna, "pilotage_catalog", json!({"language": "sql/postgres-15", "verb": "get", "id": id})).await;
         assert_eq!(entry["entry"]["id"], json!(id), "{entry}");
     }
     // The dot-joined spellings name nothing.
@@ -170,8 +172,8 @@ async fn entry_ids_with_dots_quotes_case_and_unicode_run_exactly_their_own_relat
     }
     let run = call(&ann, "run_sql", json!({"query": "SELECT marker FROM \"b.c\" LIMIT 1"})).await;
     assert_eq!(run["output"], json!([{"marker": "inner dot"}]), "{run}");
-    let hidden = call(&ann, "pilotage_catalog", json!({"language": "sql/postgres-15", "verb": "get", "id": outer_id}))
-        .await;
+    let hidden =
+        call(&ann, "pilotage_catalog", json!({"language": "sql/postgres-15", "verb": "get", "id": outer_id})).await;
     assert!(hidden.get("error").is_some(), "{hidden}");
     ann.close().await;
     hanna.close().await;
@@ -209,7 +211,8 @@ async fn update_is_destructive_in_the_plan_and_in_the_catalog() {
     let ann = world.acme("ann", &[]).await;
     let risk_of = async |table: &str| {
         let id = format!("{schema}.{table}");
-        let entry = call(&ann, "pilotage_catalog", json!({"language": "sql/postgres-15", "verb": "get", "id": id})).await;
+        let entry =
+            call(&ann, "pilotage_catalog", json!({"language": "sql/postgres-15", "verb": "get", "id": id})).await;
         (entry["entry"]["risk"].clone(), entry["entry"]["risk_hints"]["destructive"].clone())
     };
     assert_eq!(risk_of("appended").await, (json!("write"), json!(false)));

@@ -13,10 +13,10 @@ use pilotage_guest_sdk::diag::{error_in, with_hint};
 use pilotage_guest_sdk::hints::hint;
 use pilotage_guest_sdk::{CatalogEntry, Diagnostic, RiskHints, Severity, TextRange};
 use sqlparser::ast::{
-    AssignmentTarget, CastKind, ConflictTarget, Cte, DataType, Delete, Distinct, Expr, FromTable, Function, FunctionArg,
-    FunctionArgExpr, FunctionArgumentClause, FunctionArguments, GroupByExpr, Ident, InTarget, Insert, Join,
-    JoinConstraint, JoinOperator, LimitClause, ObjectName, OnConflictAction, OnInsert, OrderByExpr, OrderByKind, Query,
-    Select, SelectItem, SelectItemQualifiedWildcardKind, SetExpr, Spanned, Statement, TableAlias, TableFactor,
+    AssignmentTarget, CastKind, ConflictTarget, Cte, DataType, Delete, Distinct, Expr, FromTable, Function,
+    FunctionArg, FunctionArgExpr, FunctionArgumentClause, FunctionArguments, GroupByExpr, Ident, InTarget, Insert,
+    Join, JoinConstraint, JoinOperator, LimitClause, ObjectName, OnConflictAction, OnInsert, OrderByExpr, OrderByKind,
+    Query, Select, SelectItem, SelectItemQualifiedWildcardKind, SetExpr, Spanned, Statement, TableAlias, TableFactor,
     TableObject, TableWithJoins, Update, UpdateTableFromKind, Value, WindowType,
 };
 use sqlparser::tokenizer::Span;
@@ -642,7 +642,8 @@ impl<'r, 'c> Analyzer<'r, 'c> {
     /// into names, hidden ones too (Part II §10.3). The message names
     /// only the visible entry.
     fn catalog_typed_columns(&mut self, name: &ObjectName, entry: &CatalogEntry) {
-        let Some(schema) = entry.output_schema.as_deref().and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok())
+        let Some(schema) =
+            entry.output_schema.as_deref().and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok())
         else {
             return;
         };
@@ -1431,7 +1432,8 @@ impl<'r, 'c> Analyzer<'r, 'c> {
             &insert.on,
             Some(OnInsert::OnConflict(conflict)) if matches!(conflict.action, OnConflictAction::DoUpdate(_))
         );
-        let (class, access) = if overwrites { (Class::Update, Access::Update) } else { (Class::Insert, Access::Insert) };
+        let (class, access) =
+            if overwrites { (Class::Update, Access::Update) } else { (Class::Insert, Access::Insert) };
         let TableObject::TableName(name) = &insert.table else {
             let range = self.fallback;
             self.error(

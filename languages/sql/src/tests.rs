@@ -663,7 +663,12 @@ fn a_name_with_a_dot_runs_exactly_its_own_relation() {
         assert_eq!(validation.statements, [runs], "{text}");
     }
     // The colliding spellings name nothing visible.
-    for text in ["SELECT id FROM a.b.c", "SELECT id FROM \"a.b.c\"", "SELECT id FROM a.b", "SELECT id FROM s.\"Straße \"\"x\"\"\""] {
+    for text in [
+        "SELECT id FROM a.b.c",
+        "SELECT id FROM \"a.b.c\"",
+        "SELECT id FROM a.b",
+        "SELECT id FROM s.\"Straße \"\"x\"\"\"",
+    ] {
         let validation = validate(text, &catalog);
         assert!(!errors(&validation).is_empty(), "{text}");
         assert!(validation.statements.is_empty(), "{text}");

@@ -107,7 +107,8 @@ const PAYROLL_SCOPE: &str = "conformance:payroll";
 /// The scratch database of sql/postgres-15 conformance, created
 /// idempotently under an advisory lock (tests of both backends set it up
 /// at once). Entries follow the role's privileges (introspection):
-/// `notes` and `tickets` are `write`, `events` is `destructive`, `labels`
+/// `tickets` is `write` (INSERT only), `notes` (UPDATE) and `events`
+/// (DELETE) are `destructive`, `labels`
 /// (in two schemas, so an unqualified `labels` is ambiguous) and
 /// `payroll` are `safe`, and the demo sales tables are `safe`.
 /// `tickets.event_id` is a deferred foreign key, so a bad one fails at

@@ -14,6 +14,7 @@ mod mcp_server;
 mod protocol_schema;
 mod sql_endpoint;
 mod sql_language;
+mod sql_reach;
 mod stdio;
 mod tenancy;
 mod workflow_language;

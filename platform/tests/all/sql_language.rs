@@ -270,7 +270,7 @@ fn the_part_one_story_runs_against_the_demo_database() {
 
 #[test]
 fn every_diagnostic_code_in_both_polarities_through_the_component() {
-    let cases: [(&str, &str, &str); 14] = [
+    let cases: [(&str, &str, &str); 15] = [
         ("syntax_error", "SELEC name FROM customers", "SELECT name FROM customers LIMIT 1"),
         ("unknown_table", "SELECT name FROM customer LIMIT 1", "SELECT name FROM customers LIMIT 1"),
         ("ambiguous_table", "SELECT id FROM pilotage_demo LIMIT 1", "SELECT id FROM orders LIMIT 1"),
@@ -282,6 +282,7 @@ fn every_diagnostic_code_in_both_polarities_through_the_component() {
         ),
         ("statement_not_allowed", "TRUNCATE orders", "SELECT count(*) FROM orders"),
         ("function_not_allowed", "SELECT pg_sleep(1)", "SELECT now()"),
+        ("type_not_allowed", "SELECT NULL::pilotage_demo.customers", "SELECT NULL::integer"),
         ("multiple_statements", "SELECT 1; DELETE FROM orders", "SELECT 1; SELECT 2"),
         ("parameter_mismatch", "SELECT name FROM customers WHERE id = $2", "SELECT name FROM customers WHERE id = $1"),
         (

@@ -1,7 +1,9 @@
 //! Catalog entry ids of relations: `schema.relation`, each part written
 //! bare when it is a plain lower-case name and double-quoted otherwise
-//! (Part II §5.4 entry ids; the rule the host's introspection uses,
-//! `platform/src/datasource/entry_id.rs`).
+//! (Part II §5.4 entry ids). This one file is the rule for both sides:
+//! the Language decodes ids with it, and the host's introspection
+//! (`platform/src/datasource`) compiles the same file to encode them, so
+//! the two cannot drift apart.
 //!
 //! The rule: a part is written bare when it matches `[a-z_][a-z0-9_]*`,
 //! else as `"…"` with every `"` inside doubled, as PostgreSQL quotes an
@@ -95,7 +97,7 @@ pub fn split(id: &str) -> Option<(String, String)> {
 mod tests {
     use super::*;
 
-    /// The cases the host's encoder is tested against too.
+    /// The cases both sides are tested against (the host compiles this file too).
     const CASES: [(&str, &str, &str); 9] = [
         ("public", "orders", "public.orders"),
         ("a", "b.c", "a.\"b.c\""),

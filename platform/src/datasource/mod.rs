@@ -40,6 +40,9 @@
 
 pub mod attached;
 pub mod demo;
+// The id rule is written once, in the sql/postgres-15 Language that reads
+// the ids; the host compiles the same file to write them.
+#[path = "../../../languages/sql/src/entry_id.rs"]
 pub mod entry_id;
 pub mod introspection;
 pub mod postgres;

@@ -6,6 +6,7 @@ mod support;
 mod client_vectors;
 mod conformance;
 mod engine_bounds;
+mod hardening_jsonrpc;
 mod interop;
 mod main_job;
 mod mcp_server;

@@ -22,7 +22,9 @@
 //!   (Part II §6.4–§6.6);
 //! - [`request_error`]: the request-error shape and its closed kinds
 //!   (Part III §7.2);
-//! - [`retention`]: retention values and ISO 8601 durations (Part II §6.6).
+//! - [`retention`]: retention values and ISO 8601 durations (Part II §6.6);
+//! - [`jsonrpc`]: the JSON-RPC 2.0 message rules of the MCP edge: one body
+//!   classified as an accepted message or its JSON-RPC error (Part III §7.1).
 //!
 //! How they connect: a [`manifest::Manifest`] lists Languages and their
 //! [`capabilities`]; a validation ([`requests::ValidateResponse`]) yields
@@ -47,6 +49,7 @@ pub mod catalog;
 pub mod correspondence;
 pub mod diagnostic;
 pub mod guide;
+pub mod jsonrpc;
 pub mod manifest;
 pub mod outcome;
 pub mod plan;

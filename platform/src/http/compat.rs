@@ -1,14 +1,16 @@
 //! A compatibility layer in front of rmcp's Streamable HTTP service:
 //!
 //! - a body that is not JSON gets the JSON-RPC parse error -32700, and
-//!   JSON that is not one JSON-RPC message gets -32600 (rmcp would answer
-//!   a plain-text 415; Part III §7.1 asks for carrier errors);
+//!   JSON that is not one valid JSON-RPC message gets -32600 or -32602
+//!   (`protocol::jsonrpc` has the rules; rmcp would answer a plain-text
+//!   415; Part III §7.1 asks for carrier errors);
 //! - a POST without `Accept`, or accepting only `application/json` (or
 //!   `*/*`), is served as plain JSON rather than refused with 406: the
 //!   request is passed on as accepting both, and an event-stream answer is
 //!   unwrapped to the one JSON-RPC response it carries, keeping
 //!   `Mcp-Session-Id`;
-//! - a missing `Content-Type` on a JSON body is taken as JSON;
+//! - a missing `Content-Type` on a JSON body is taken as JSON; another
+//!   media type gets 415 with a JSON-RPC error;
 //! - each POST's body must arrive within a bound (408, then the
 //!   connection closes), and each POST is bounded in time (a JSON-RPC
 //!   error after the timeout);
@@ -22,7 +24,10 @@ use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
+use serde::Deserialize;
 use serde_json::{Value, json};
+
+use crate::protocol::jsonrpc;
 
 /// The layer's settings.
 #[derive(Clone, Copy, Debug)]
@@ -67,10 +72,11 @@ pub async fn compat(State(settings): State<Compat>, request: Request, next: Next
         if response.status() == StatusCode::ACCEPTED {
             *response.status_mut() = StatusCode::NO_CONTENT;
         }
-        return response;
+        return as_rpc_error(response, Value::Null).await;
     }
     if request.method() != Method::POST {
-        return next.run(request).await;
+        let response = next.run(request).await;
+        return as_rpc_error(response, Value::Null).await;
     }
     let wants_stream = accepts(&request, "text/event-stream");
     let (mut parts, body) = request.into_parts();
@@ -100,28 +106,29 @@ pub async fn compat(State(settings): State<Compat>, request: Request, next: Next
             );
         }
     };
-    let message: Value = match serde_json::from_slice(&bytes) {
+    let message = match classify_body(&bytes) {
         Ok(message) => message,
-        Err(error) => return rpc_error(StatusCode::BAD_REQUEST, Value::Null, -32700, &format!("Parse error: {error}")),
+        Err(error) => {
+            return rpc_error(StatusCode::BAD_REQUEST, error.id.clone(), error.code, &error.message);
+        }
     };
-    let id = message.get("id").cloned().unwrap_or(Value::Null);
-    let is_message = message.as_object().is_some_and(|object| {
-        object.get("jsonrpc") == Some(&json!("2.0"))
-            && (object.get("method").is_some_and(Value::is_string)
-                || object.contains_key("result")
-                || object.contains_key("error"))
-    });
-    if !is_message {
-        let reason = if message.is_array() {
-            "Invalid Request: batches are not supported; send one JSON-RPC message per request"
-        } else {
-            "Invalid Request: not a JSON-RPC 2.0 message"
-        };
-        return rpc_error(StatusCode::BAD_REQUEST, id, -32600, reason);
-    }
+    let id = message.id.clone();
+    let id_for_errors = id.clone();
     parts.headers.insert(header::ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
-    if !parts.headers.contains_key(header::CONTENT_TYPE) {
-        parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    match parts.headers.get(header::CONTENT_TYPE).map(|value| value.to_str().unwrap_or("")) {
+        None => {
+            parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        }
+        // rmcp refuses any other media type with a plain-text 415.
+        Some(value) if !value.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case("application/json") => {
+            return rpc_error(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                id,
+                jsonrpc::INVALID_REQUEST,
+                "Invalid Request: the Content-Type of a JSON-RPC message must be application/json",
+            );
+        }
+        Some(_) => {}
     }
     let request = Request::from_parts(parts, Body::from(bytes));
     let timeout = settings.timeout;
@@ -132,14 +139,131 @@ pub async fn compat(State(settings): State<Compat>, request: Request, next: Next
         }
         unwrap_event_stream(response, &id).await
     };
+    let echo = id_for_errors.clone();
     match tokio::time::timeout(timeout, work).await {
-        Ok(response) => response,
+        Ok(response) => as_rpc_error(response, echo).await,
         Err(_) => rpc_error(
             StatusCode::GATEWAY_TIMEOUT,
-            message.get("id").cloned().unwrap_or(Value::Null),
+            message.id.clone(),
             -32603,
             &format!("the request took longer than {} ms", timeout.as_millis()),
         ),
+    }
+}
+
+/// The largest plain-text refusal of rmcp's that [`as_rpc_error`] reads
+/// (its refusals are one line; anything longer is cut, not buffered).
+const REFUSAL_TEXT_BYTES: usize = 4096;
+
+/// rmcp answers some refusals with a plain-text body: 400 "Session ID is
+/// required", 404 "Session not found", 406, 415, 500. On the MCP endpoint
+/// every error answer is a JSON-RPC error object (Part III §7.1, §8), so
+/// such a response keeps its status and headers and gets the text as the
+/// message of an error: -32600 for a 4xx, -32603 for a 5xx. A response
+/// that is already JSON (or an event stream, or a success) passes as it is.
+async fn as_rpc_error(response: Response, id: Value) -> Response {
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let mut text = Vec::new();
+    let mut stream = body.into_data_stream();
+    while let Some(Ok(chunk)) = stream.next().await {
+        let room = REFUSAL_TEXT_BYTES.saturating_sub(text.len());
+        text.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        if text.len() >= REFUSAL_TEXT_BYTES {
+            break;
+        }
+    }
+    let text = String::from_utf8_lossy(&text);
+    let text = text.trim();
+    let reason = if text.is_empty() { status.canonical_reason().unwrap_or("refused") } else { text };
+    let (code, label) =
+        if status.is_client_error() { (jsonrpc::INVALID_REQUEST, "Invalid Request") } else { (-32603, "Internal error") };
+    let mut answer = rpc_error(status, id, code, &format!("{label}: {reason}"));
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.remove(header::CONTENT_TYPE);
+    for (name, value) in parts.headers.iter() {
+        answer.headers_mut().append(name.clone(), value.clone());
+    }
+    answer
+}
+
+/// The methods rmcp reads into a typed request or notification. A message
+/// naming one whose params do not fit the type is read as a custom one
+/// instead, and then refused outside a session with a plain-text 400.
+const TYPED_METHODS: &[&str] = {
+    use rmcp::model::*;
+    &[
+        PingRequestMethod::VALUE,
+        InitializeResultMethod::VALUE,
+        DiscoverRequestMethod::VALUE,
+        CompleteRequestMethod::VALUE,
+        SetLevelRequestMethod::VALUE,
+        GetPromptRequestMethod::VALUE,
+        ListPromptsRequestMethod::VALUE,
+        ListResourcesRequestMethod::VALUE,
+        ListResourceTemplatesRequestMethod::VALUE,
+        ReadResourceRequestMethod::VALUE,
+        SubscriptionsListenRequestMethod::VALUE,
+        SubscribeRequestMethod::VALUE,
+        UnsubscribeRequestMethod::VALUE,
+        CallToolRequestMethod::VALUE,
+        ListToolsRequestMethod::VALUE,
+        GetTaskMethod::VALUE,
+        UpdateTaskMethod::VALUE,
+        CancelTaskMethod::VALUE,
+        ListSkillsRequestMethod::VALUE,
+        GetSkillRequestMethod::VALUE,
+        ReadResourceDirectoryRequestMethod::VALUE,
+        CancelledNotificationMethod::VALUE,
+        ProgressNotificationMethod::VALUE,
+        InitializedNotificationMethod::VALUE,
+        RootsListChangedNotificationMethod::VALUE,
+    ]
+};
+
+/// The JSON-RPC rules of the edge (`pilotage_protocol::jsonrpc`), then
+/// rmcp's own message type, so that no body rmcp would refuse with a
+/// plain-text answer reaches it (Part III §7.1): a call to an MCP method
+/// whose params do not fit the method is -32602; a response that does not
+/// fit rmcp's type is -32600.
+fn classify_body(bytes: &[u8]) -> Result<jsonrpc::Message, jsonrpc::EdgeError> {
+    use rmcp::model::{ClientJsonRpcMessage, ClientNotification, ClientRequest};
+    let message = jsonrpc::classify(bytes)?;
+    let invalid_params = |method: &str| jsonrpc::EdgeError {
+        code: jsonrpc::INVALID_PARAMS,
+        message: format!("Invalid params: the params of '{method}' do not fit the MCP method's parameters"),
+        id: message.id.clone(),
+    };
+    match ClientJsonRpcMessage::deserialize(&message.value) {
+        Ok(ClientJsonRpcMessage::Request(request)) => match &request.request {
+            ClientRequest::CustomRequest(custom) if TYPED_METHODS.contains(&custom.method.as_str()) => {
+                Err(invalid_params(&custom.method))
+            }
+            _ => Ok(message),
+        },
+        Ok(ClientJsonRpcMessage::Notification(notification)) => match &notification.notification {
+            ClientNotification::CustomNotification(custom) if TYPED_METHODS.contains(&custom.method.as_str()) => {
+                Err(invalid_params(&custom.method))
+            }
+            _ => Ok(message),
+        },
+        Ok(_) => Ok(message),
+        Err(error) => match message.value.get("method").and_then(Value::as_str) {
+            Some(method) => Err(invalid_params(method)),
+            None => Err(jsonrpc::EdgeError {
+                code: jsonrpc::INVALID_REQUEST,
+                message: format!("Invalid Request: the response does not fit MCP ({error})"),
+                id: message.id.clone(),
+            }),
+        },
     }
 }
 
@@ -201,6 +325,35 @@ fn response_in(buffer: &str, id: &Value) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn typed_methods_with_fitting_params_pass_and_unfitting_ones_are_invalid_params() {
+        for body in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"k":1}}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"some/extension","params":{"any":[1]}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"no"}}"#,
+        ] {
+            assert!(classify_body(body.as_bytes()).is_ok(), "{body}: {:?}", classify_body(body.as_bytes()));
+        }
+        for body in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":5}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":true}}"#,
+        ] {
+            let error = classify_body(body.as_bytes()).unwrap_err();
+            assert_eq!(error.code, jsonrpc::INVALID_PARAMS, "{body}");
+        }
+    }
 
     #[test]
     fn finds_the_response_among_events() {

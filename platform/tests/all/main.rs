@@ -8,6 +8,7 @@ mod conformance;
 mod engine_bounds;
 mod hardening_edge;
 mod hardening_sessions;
+mod hardening_jsonrpc;
 mod interop;
 mod main_job;
 mod mcp_server;

@@ -57,6 +57,8 @@ pub struct Settings {
     pub dev_subject: String,
     /// Evaluation bounds.
     pub bounds: Bounds,
+    /// Leases of idempotency claims (Part II §6.5.6).
+    pub idempotency: crate::operations::idempotency::IdempotencySettings,
     /// Agent authentication.
     pub auth: crate::auth::AuthSettings,
     /// The operator token of the admin API (`PILOTAGE_ADMIN_TOKEN`); none
@@ -83,6 +85,7 @@ impl Default for Settings {
             dev_tenant: "demo".to_owned(),
             dev_subject: "dev".to_owned(),
             bounds: Bounds::default(),
+            idempotency: Default::default(),
             auth: crate::auth::AuthSettings::default(),
             admin_token: None,
         }
@@ -190,6 +193,7 @@ impl Settings {
                 ),
             });
         }
+        self.idempotency.check().map_err(|(field, message)| ConfigError::Invalid { field, message })?;
         if let Some(url) = &self.public_url
             && reqwest::Url::parse(url).is_err()
         {

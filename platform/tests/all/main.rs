@@ -6,6 +6,7 @@ mod support;
 mod client_vectors;
 mod conformance;
 mod engine_bounds;
+mod idempotency_lease;
 mod interop;
 mod main_job;
 mod mcp_server;

@@ -101,6 +101,8 @@ pub struct Settings {
     pub dev_subject: String,
     /// Evaluation bounds.
     pub bounds: Bounds,
+    /// Leases of idempotency claims (Part II §6.5.6).
+    pub idempotency: crate::operations::idempotency::IdempotencySettings,
     /// Agent authentication.
     pub auth: crate::auth::AuthSettings,
     /// The operator token of the admin API (`PILOTAGE_ADMIN_TOKEN`); none
@@ -139,6 +141,7 @@ impl Default for Settings {
             dev_tenant: "demo".to_owned(),
             dev_subject: "dev".to_owned(),
             bounds: Bounds::default(),
+            idempotency: Default::default(),
             auth: crate::auth::AuthSettings::default(),
             admin_token: None,
             admin_max_body_bytes: 4 << 20,
@@ -285,6 +288,7 @@ impl Settings {
                 return Err(ConfigError::Invalid { field: "allowed_origins", message });
             }
         }
+        self.idempotency.check().map_err(|(field, message)| ConfigError::Invalid { field, message })?;
         if let Some(url) = &self.public_url
             && reqwest::Url::parse(url).is_err()
         {

@@ -395,6 +395,13 @@ struct ServeArgs {
     /// Memory per component instance, bytes.
     #[arg(long, env = "PILOTAGE_MEMORY_BYTES")]
     memory_bytes: Option<u64>,
+    /// Lease of an idempotency claim, milliseconds: a killed process's
+    /// keys answer "interrupted" after this long.
+    #[arg(long, env = "PILOTAGE_IDEMPOTENCY_LEASE_MS")]
+    idempotency_lease_ms: Option<u64>,
+    /// How often a live process renews its claims' leases, milliseconds.
+    #[arg(long, env = "PILOTAGE_IDEMPOTENCY_RENEW_MS")]
+    idempotency_renew_ms: Option<u64>,
     /// Serve MCP over stdin/stdout instead of HTTP.
     #[arg(long)]
     stdio: bool,
@@ -477,6 +484,12 @@ impl ServeArgs {
         }
         if let Some(bytes) = self.memory_bytes {
             settings.bounds.memory_bytes = bytes;
+        }
+        if let Some(ms) = self.idempotency_lease_ms {
+            settings.idempotency.lease_ms = ms;
+        }
+        if let Some(ms) = self.idempotency_renew_ms {
+            settings.idempotency.renew_ms = ms;
         }
         match self.auth.as_deref() {
             None => {}

@@ -257,7 +257,9 @@ pub async fn start(settings: Settings) -> Result<Server, StartError> {
         scopes: BTreeSet::new(),
     };
     let secrets = crate::secrets::SecretBox::load(&settings.data_dir).map_err(|e| StartError::Io(e.to_string()))?;
-    let platform = Platform::new(engine, store, settings.retention()?, principal, secrets);
+    let platform =
+        Platform::new(engine, store, settings.retention()?, principal, secrets, settings.idempotency.clone());
+    tracing::info!(instance = platform.leases().instance_id(), "idempotency claims owned as this instance");
     let shutdown = CancellationToken::new();
     let mut tasks = Vec::new();
 
@@ -387,6 +389,13 @@ pub async fn start(settings: Settings) -> Result<Server, StartError> {
             }
         }
     }));
+    // Idempotency claims of Runs in flight stay this process's while it
+    // lives; a killed process stops renewing them (Part II §6.5.6).
+    tasks.push(tokio::spawn(crate::operations::idempotency::renew_while_running(
+        platform.clone(),
+        shutdown.clone(),
+        std::time::Duration::from_millis(settings.request_timeout_ms),
+    )));
     // Data sources' catalogs follow their databases.
     let refresher = platform.clone();
     let token = shutdown.clone();

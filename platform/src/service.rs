@@ -505,6 +505,7 @@ struct PlatformInner {
     dev_principal: Principal,
     secrets: crate::secrets::SecretBox,
     in_flight: InFlight,
+    leases: Arc<crate::operations::idempotency::Leases>,
 }
 
 impl std::fmt::Debug for Platform {
@@ -521,6 +522,7 @@ impl Platform {
         retention: Retention,
         dev_principal: Principal,
         secrets: crate::secrets::SecretBox,
+        idempotency: crate::operations::idempotency::IdempotencySettings,
     ) -> Platform {
         crate::install_crypto_provider();
         let http = reqwest::Client::builder()
@@ -540,8 +542,15 @@ impl Platform {
                 dev_principal,
                 secrets,
                 in_flight: InFlight::default(),
+                leases: crate::operations::idempotency::Leases::new(idempotency),
             }),
         }
+    }
+
+    /// This process's instance id and the idempotency claims it renews
+    /// (Part II §6.5.6).
+    pub fn leases(&self) -> &Arc<crate::operations::idempotency::Leases> {
+        &self.inner.leases
     }
 
     /// Tool calls being served, for a graceful shutdown.

@@ -7,8 +7,9 @@
 //! 2. catalog drift;
 //! 3. revalidation (inline) or the promotion baseline (`program_ref`);
 //! 4. input and context binding;
-//! 5. execution: claim the idempotency key, run under bounds, record the
-//!    run durably when retained, then respond.
+//! 5. execution: claim the idempotency key (owned by this process under a
+//!    renewed lease, `idempotency.rs`), run under bounds, record the run
+//!    durably when retained, then respond.
 //!
 //! Invariant: refused Runs (`validation_error`, `catalog_drift`,
 //! `promotion_drift`) have no side effects, are never stored, and never
@@ -21,6 +22,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use super::idempotency::interrupted_response;
 use super::validate::validated;
 use super::{Context, OpError, now_ms, request_error};
 use crate::catalog::version::canonical_json;
@@ -37,7 +39,7 @@ use crate::protocol::trace::{TraceLevel, at_level, effective_level};
 use crate::run::promotion::{PromotedProgram, drifted};
 use crate::run::tenant_invoker::TenantInvoker;
 use crate::service::LanguageSlot;
-use crate::store::{Claim, RunRow};
+use crate::store::{Claim, HeldClaim, NewClaim, RunRow};
 
 /// The reserved members of an execute tool (Part III §4.4) besides the
 /// program argument.
@@ -214,11 +216,11 @@ pub async fn execute(context: &Context, slot: &Arc<LanguageSlot>, raw: &Value) -
                 .idempotency_get(&principal.tenant, &principal.subject, key)
                 .await
                 .map_err(|e| internal(&e))?;
-            if let Some(Claim::Held { runnable_hash: held_runnable, input_hash: held_input, .. }) = held {
-                if held_runnable != runnable_hash || held_input != input_hash {
+            if let Some(held) = held {
+                if held.runnable_hash != runnable_hash || held.input_hash != input_hash {
                     return Err(conflict(key));
                 }
-                return replay(context, key).await;
+                return replay(context, key, effective_level(requested_level, description.trace_ceiling)).await;
             }
             Some((key.clone(), runnable_hash, input_hash))
         }
@@ -322,33 +324,45 @@ pub async fn execute(context: &Context, slot: &Arc<LanguageSlot>, raw: &Value) -
     // claim and takes no Run slot, so a burst of identical requests cannot
     // exhaust the tenant's concurrent-run quota.
     let principal = context.caller.principal.clone();
+    let mut _lease = None;
     if let Some((key, runnable_hash, input_hash)) = &idempotency {
+        let leases = context.platform.leases();
+        let now = now_ms();
         let claim = context
             .platform
             .store()
-            .idempotency_claim(
-                &principal.tenant,
-                &principal.subject,
+            .idempotency_claim(&NewClaim {
+                tenant: &principal.tenant,
+                subject: &principal.subject,
                 key,
                 runnable_hash,
                 input_hash,
-                now_ms(),
-                now_ms() + idempotency_window(&retention).as_millis() as i64,
-            )
+                run_id: &run_id,
+                owner: leases.instance_id(),
+                now_ms: now,
+                lease_expires_at: leases.lease_until(now),
+                expires_at: now + idempotency_window(&retention).as_millis() as i64,
+            })
             .await
             .map_err(|e| internal(&e))?;
-        if let Claim::Held { runnable_hash: held_runnable, input_hash: held_input, .. } = claim {
-            if &held_runnable != runnable_hash || &held_input != input_hash {
-                return Err(conflict(key));
+        match claim {
+            Claim::Held(held) => {
+                if &held.runnable_hash != runnable_hash || &held.input_hash != input_hash {
+                    return Err(conflict(key));
+                }
+                return replay(context, key, effective_level(requested_level, description.trace_ceiling)).await;
             }
-            return replay(context, key).await;
+            // Renewed while this request is served; a killed process stops
+            // renewing, and a retry then records the Run as interrupted.
+            Claim::Claimed => _lease = Some(leases.hold(&principal.tenant, &principal.subject, key, &run_id)),
         }
     }
     // A refusal from here on frees the claim, so the same key can be
     // retried once the quota allows.
     let release = async |error: OpError| {
         if let Some((key, _, _)) = &idempotency {
-            let _ = context.platform.store().idempotency_release(&principal.tenant, &principal.subject, key).await;
+            let _ =
+                context.platform.store().idempotency_release(&principal.tenant, &principal.subject, key, &run_id).await;
         }
         error
     };
@@ -395,7 +409,11 @@ pub async fn execute(context: &Context, slot: &Arc<LanguageSlot>, raw: &Value) -
         Ok(response) => response,
         Err(error) => {
             if let Some((key, _, _)) = &idempotency {
-                let _ = context.platform.store().idempotency_release(&principal.tenant, &principal.subject, key).await;
+                let _ = context
+                    .platform
+                    .store()
+                    .idempotency_release(&principal.tenant, &principal.subject, key, &run_id)
+                    .await;
             }
             return Err(error);
         }
@@ -403,12 +421,18 @@ pub async fn execute(context: &Context, slot: &Arc<LanguageSlot>, raw: &Value) -
     drop(slot_guard);
     let response = serde_json::to_value(&response).unwrap_or(Value::Null);
     if let Some((key, _, _)) = &idempotency {
-        context
+        let recorded = context
             .platform
             .store()
-            .idempotency_complete(&principal.tenant, &principal.subject, key, &response.to_string())
+            .idempotency_complete(&principal.tenant, &principal.subject, key, &run_id, &response.to_string())
             .await
             .map_err(|e| internal(&e))?;
+        if !recorded {
+            // The lease ran out before the Run answered (renewals failed
+            // for a whole lease) and a retry recorded it as interrupted:
+            // this caller still gets what really happened.
+            tracing::warn!(%run_id, key = %key, "idempotency claim was taken over before the Run finished");
+        }
     }
     Ok(response)
 }
@@ -437,8 +461,10 @@ pub fn idempotency_window(retention: &Retention) -> Duration {
 }
 
 /// Waits for the Run holding `key` to finish and returns its recorded
-/// response.
-async fn replay(context: &Context, key: &str) -> Result<Value, OpError> {
+/// response. A claim whose lease ran out (its process stopped renewing
+/// it) is taken over: the interrupted outcome, at `level`, becomes the
+/// key's response (`idempotency.rs`). A live claim is only waited for.
+async fn replay(context: &Context, key: &str, level: TraceLevel) -> Result<Value, OpError> {
     let principal = &context.caller.principal;
     let patience =
         Duration::from_millis(context.platform.engine().bounds().execution.wall_time_ms) + Duration::from_secs(10);
@@ -450,11 +476,36 @@ async fn replay(context: &Context, key: &str) -> Result<Value, OpError> {
             .idempotency_get(&principal.tenant, &principal.subject, key)
             .await
             .map_err(|e| internal(&e))?;
+        let now = now_ms();
         match held {
-            Some(Claim::Held { response: Some(response), .. }) => {
+            Some(HeldClaim { response: Some(response), .. }) => {
                 return serde_json::from_str(&response).map_err(|e| internal(&e));
             }
-            Some(Claim::Held { response: None, .. }) if started.elapsed() < patience => {
+            Some(held) if held.lease_expired(now) => {
+                let run_id = held.run_id.clone().unwrap_or_else(new_run_id);
+                let response = serde_json::to_value(interrupted_response(&run_id, level)).map_err(|e| internal(&e))?;
+                let taken = context
+                    .platform
+                    .store()
+                    .idempotency_take_over(
+                        &principal.tenant,
+                        &principal.subject,
+                        key,
+                        held.run_id.as_deref(),
+                        context.platform.leases().instance_id(),
+                        now,
+                        &response.to_string(),
+                    )
+                    .await
+                    .map_err(|e| internal(&e))?;
+                if taken {
+                    tracing::warn!(%run_id, key = %key, owner = ?held.owner, "idempotency claim's lease ran out: Run recorded as interrupted");
+                    return Ok(response);
+                }
+                // Renewed, finished or taken over by another retry
+                // meanwhile: read it again.
+            }
+            Some(_) if started.elapsed() < patience => {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
             Some(_) => {

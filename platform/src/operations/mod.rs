@@ -8,6 +8,7 @@
 
 pub mod discover;
 pub mod execute;
+pub mod idempotency;
 pub mod learn;
 pub mod lookup;
 pub mod promote;

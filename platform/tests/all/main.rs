@@ -9,6 +9,7 @@ mod engine_bounds;
 mod hardening_edge;
 mod hardening_sessions;
 mod hardening_jsonrpc;
+mod idempotency_lease;
 mod interop;
 mod main_job;
 mod mcp_server;

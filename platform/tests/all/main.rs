@@ -16,4 +16,5 @@ mod sql_endpoint;
 mod sql_language;
 mod stdio;
 mod tenancy;
+mod tenant_memory;
 mod workflow_language;

@@ -5,7 +5,9 @@
 //!   interruption and a bounded wasm stack; an epoch ticker thread; the
 //!   linker with the Language imports and a WASI p2 that grants nothing.
 //! - [`Component`]: one loaded Language: compiled (or loaded from the
-//!   on-disk cache), pre-instantiated, and described.
+//!   on-disk cache), pre-instantiated, and described. Loads of the same
+//!   bytes share one loaded component (by SHA-256), so a tenant that
+//!   publishes a Language another tenant already uses costs no code.
 //! - [`cache`]: the compiled-code cache keyed by (component SHA-256,
 //!   wasmtime version, engine configuration).
 //! - [`host`]: the per-call store data and the host side of the imports.
@@ -21,8 +23,10 @@ pub mod bounds;
 pub mod cache;
 pub mod host;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
@@ -139,6 +143,12 @@ struct EngineInner {
     bounds: Bounds,
     cache_dir: Option<PathBuf>,
     config_key: String,
+    /// Every component loaded and still in use somewhere, by the SHA-256
+    /// of its bytes. Weak: the last [`Component`] dropped frees the code.
+    loaded: Mutex<HashMap<String, Weak<Loaded>>>,
+    /// How many times compiled code was produced (compiled or read from
+    /// the on-disk cache) and pre-instantiated.
+    code_loads: AtomicU64,
 }
 
 impl Engine {
@@ -198,7 +208,17 @@ impl Engine {
                 }
             })
             .map_err(|e| EngineError::Config(format!("cannot start the epoch ticker: {e}")))?;
-        Ok(Engine { inner: Arc::new(EngineInner { wasmtime, linker, bounds, cache_dir, config_key }) })
+        Ok(Engine {
+            inner: Arc::new(EngineInner {
+                wasmtime,
+                linker,
+                bounds,
+                cache_dir,
+                config_key,
+                loaded: Mutex::new(HashMap::new()),
+                code_loads: AtomicU64::new(0),
+            }),
+        })
     }
 
     /// The key of this engine's compilation settings in the compiled-code
@@ -212,16 +232,51 @@ impl Engine {
         &self.inner.bounds
     }
 
-    /// Loads a component from its bytes: from the compiled-code cache when
+    /// How many times this engine produced compiled code and its
+    /// pre-instantiation (compiling, or reading the on-disk cache). A load
+    /// of bytes already loaded and still in use does not count.
+    pub fn code_loads(&self) -> u64 {
+        self.inner.code_loads.load(Ordering::SeqCst)
+    }
+
+    /// The loaded component for these bytes when one is still in use.
+    fn shared(&self, sha256: &str) -> Option<Component> {
+        let loaded = self.inner.loaded.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let shared = loaded.get(sha256)?.upgrade()?;
+        Some(Component { engine: self.clone(), loaded: shared })
+    }
+
+    /// Records `loaded` as the shared component for its bytes, forgetting
+    /// the entries whose components were all dropped.
+    fn register(&self, loaded: &Arc<Loaded>) {
+        let mut registry = self.inner.loaded.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        registry.retain(|_, weak| weak.strong_count() > 0);
+        registry.insert(loaded.sha256.clone(), Arc::downgrade(loaded));
+    }
+
+    /// Loads a component from its bytes.
+    ///
+    /// When a component with the same bytes (the same SHA-256) is already
+    /// loaded on this engine and still in use, returns a handle on it: the
+    /// compiled code, the pre-instantiation and the description are shared,
+    /// nothing is compiled, read or described again. Only immutable things
+    /// are shared; every call still gets its own fresh store under its own
+    /// bounds. Otherwise the code comes from the compiled-code cache when
     /// an artifact for these bytes, this wasmtime and this configuration
-    /// exists, else by compiling (and caching) it; then pre-instantiates it
-    /// and calls `describe`.
+    /// exists, else by compiling (and caching) it; then the component is
+    /// pre-instantiated and `describe` is called. Two first loads of the
+    /// same bytes at the same moment may both compile; either result is
+    /// correct and the later one is shared from then on.
     ///
     /// # Errors
     /// [`EngineError`] when the bytes do not compile, the component imports
     /// what the platform does not grant, or `describe` fails.
     pub fn load(&self, bytes: &[u8]) -> Result<Component, EngineError> {
         let sha256 = hex::encode(Sha256::digest(bytes));
+        if let Some(shared) = self.shared(&sha256) {
+            return Ok(shared);
+        }
+        self.inner.code_loads.fetch_add(1, Ordering::SeqCst);
         let (compiled, from_cache) = cache::load_or_compile(
             &self.inner.wasmtime,
             self.inner.cache_dir.as_deref(),
@@ -241,19 +296,19 @@ impl Engine {
         pre.instantiate(&mut store).map_err(|e| EngineError::Imports(format!("{e:#}")))?;
         drop(store);
         let exports = ExportIndices::of(&compiled)?;
-        let mut component = Component {
+        let undescribed = Component {
             engine: self.clone(),
-            pre: Arc::new(pre),
-            exports: Arc::new(exports),
-            sha256,
-            from_cache,
-            description: Arc::new(placeholder_description()),
+            loaded: Arc::new(Loaded { pre, exports, sha256, from_cache, description: placeholder_description() }),
         };
-        let described = component
+        let described = undescribed
             .call(CallKind::Validation, host::CallContext::describe(), |language, store| language.call_describe(store))
             .map_err(|e| EngineError::Describe(e.to_string()))?;
-        component.description = Arc::new(host::description_from_wit(described));
-        Ok(component)
+        let Loaded { pre, exports, sha256, from_cache, .. } = Arc::into_inner(undescribed.loaded)
+            .ok_or_else(|| EngineError::Describe("the component was shared before it was described".into()))?;
+        let loaded =
+            Arc::new(Loaded { pre, exports, sha256, from_cache, description: host::description_from_wit(described) });
+        self.register(&loaded);
+        Ok(Component { engine: self.clone(), loaded })
     }
 
     /// A fresh store for one call under `call_bounds`, with the memory
@@ -318,20 +373,31 @@ pub enum CallKind {
 }
 
 /// A loaded Language component. Cheap to clone; calls may run
-/// concurrently, each in its own store.
+/// concurrently, each in its own store. Every handle on the same bytes
+/// loaded on one engine shares one [`Loaded`] (see [`Engine::load`]).
 #[derive(Clone)]
 pub struct Component {
     engine: Engine,
-    pre: Arc<LanguagePre<HostState>>,
-    exports: Arc<ExportIndices>,
+    loaded: Arc<Loaded>,
+}
+
+/// What a loaded component holds, shared by every handle on the same
+/// bytes: immutable once loaded. No per-call or per-tenant state lives
+/// here.
+struct Loaded {
+    pre: LanguagePre<HostState>,
+    exports: ExportIndices,
     sha256: String,
     from_cache: bool,
-    description: Arc<LanguageDescription>,
+    description: LanguageDescription,
 }
 
 impl std::fmt::Debug for Component {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Component").field("name", &self.description.name).field("sha256", &self.sha256).finish()
+        f.debug_struct("Component")
+            .field("name", &self.loaded.description.name)
+            .field("sha256", &self.loaded.sha256)
+            .finish()
     }
 }
 
@@ -347,22 +413,24 @@ pub struct CallCost {
 impl Component {
     /// What the component declared about itself.
     pub fn description(&self) -> &LanguageDescription {
-        &self.description
-    }
-
-    /// Shared handle on the description.
-    pub fn description_arc(&self) -> Arc<LanguageDescription> {
-        self.description.clone()
+        &self.loaded.description
     }
 
     /// Lowercase hex SHA-256 of the component's bytes.
     pub fn sha256(&self) -> &str {
-        &self.sha256
+        &self.loaded.sha256
     }
 
-    /// Whether the compiled code came from the on-disk cache.
+    /// Whether the compiled code came from the on-disk cache (for a shared
+    /// component: when it was first loaded).
     pub fn loaded_from_cache(&self) -> bool {
-        self.from_cache
+        self.loaded.from_cache
+    }
+
+    /// Whether `self` and `other` are one loaded component: the same
+    /// compiled code, pre-instantiation and description in memory.
+    pub fn shares_code_with(&self, other: &Component) -> bool {
+        Arc::ptr_eq(&self.loaded, &other.loaded)
     }
 
     /// The engine this component runs on.
@@ -408,10 +476,11 @@ impl Component {
             );
         }
         let result = self
+            .loaded
             .pre
             .instance_pre()
             .instantiate(&mut store)
-            .and_then(|instance| f(&Exports { instance, indices: &self.exports }, &mut store));
+            .and_then(|instance| f(&Exports { instance, indices: &self.loaded.exports }, &mut store));
         let fuel = call_bounds.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
         let cost = CallCost { fuel, wall: started.elapsed() };
         let memory_denied = store.data().limits.denied;

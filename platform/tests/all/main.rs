@@ -19,4 +19,5 @@ mod sql_language;
 mod sql_reach;
 mod stdio;
 mod tenancy;
+mod tenant_memory;
 mod workflow_language;

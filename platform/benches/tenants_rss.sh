@@ -1,0 +1,46 @@
+#!/bin/bash
+# Resident memory per tenant that publishes a Language another tenant
+# already uses (docs/architecture.md, "Memory per tenant").
+#
+# Starts the real server (SQLite in a fresh data folder, an operator token,
+# loopback only), creates tenants through the admin API and uploads the
+# same component to each; samples VmRSS after 50 tenants and after 50+N,
+# and prints (ΔRSS ÷ N) as bytes per additional tenant. The first 50 keep
+# start-up and first-load transients out of the figure.
+#
+#   platform/benches/tenants_rss.sh [BINARY] [COMPONENT.wasm] [N] [PORT]
+#
+# Defaults: target/debug/pilotage, the built workflow/v1 guest, 200, 18490.
+set -eu
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BIN=${1:-${CARGO_TARGET_DIR:-$ROOT/target}/debug/pilotage}
+WASM=${2:-$ROOT/target/guests/wasm32-wasip2/guest/workflow.wasm}
+N=${3:-200}
+PORT=${4:-18490}
+DIR=$(mktemp -d)
+TOKEN=tenants-rss-bench-token
+ADMIN=http://127.0.0.1:$PORT/admin/v1
+PILOTAGE_ADMIN_TOKEN=$TOKEN "$BIN" serve --listen 127.0.0.1:$PORT --data-dir "$DIR" >"$DIR/log" 2>&1 &
+PID=$!
+trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null; rm -rf "$DIR"' EXIT
+for _ in $(seq 300); do
+  [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $TOKEN" $ADMIN/tenants)" = 200 ] && break
+  sleep 0.2
+done
+rss_kb() { awk '/VmRSS/ {print $2}' /proc/$PID/status; }
+publish() {
+  for i in $(seq "$1" "$2"); do
+    curl -s -o /dev/null -w 'tenant %{http_code}, ' -H "Authorization: Bearer $TOKEN" \
+      -H 'content-type: application/json' -d "{\"id\":\"t$i\"}" $ADMIN/tenants
+    curl -s -o /dev/null -w 'upload %{http_code}\n' -H "Authorization: Bearer $TOKEN" \
+      -H 'content-type: application/wasm' --data-binary @"$WASM" $ADMIN/tenants/t$i/languages
+  done | sort | uniq -c
+}
+publish 1 50
+sleep 3
+BEFORE=$(rss_kb)
+publish 51 $((50 + N))
+sleep 3
+AFTER=$(rss_kb)
+echo "RSS after 50 tenants: ${BEFORE} kB; after $((50 + N)): ${AFTER} kB"
+echo "per additional tenant: $(( (AFTER - BEFORE) * 1024 / N )) bytes"

@@ -37,10 +37,10 @@ publish() {
   done | sort | uniq -c
 }
 publish 1 50
-sleep 3
+sleep 10
 BEFORE=$(rss_kb)
 publish 51 $((50 + N))
-sleep 3
+sleep 10
 AFTER=$(rss_kb)
 echo "RSS after 50 tenants: ${BEFORE} kB; after $((50 + N)): ${AFTER} kB"
 echo "per additional tenant: $(( (AFTER - BEFORE) * 1024 / N )) bytes"

@@ -38,7 +38,9 @@ fn the_same_bytes_share_one_loaded_component_and_different_bytes_do_not() {
     assert_eq!(engine.code_loads(), 1);
     // A second tenant publishing the very same bytes: nothing compiled,
     // read or described again; one component in memory.
-    let second = engine.load(&pilotage_platform::bundled::WORKFLOW.to_vec()).unwrap();
+    // A copy elsewhere in memory: sharing goes by content, not address.
+    let copy = pilotage_platform::bundled::WORKFLOW.to_vec();
+    let second = engine.load(&copy).unwrap();
     assert_eq!(engine.code_loads(), 1);
     assert!(first.shares_code_with(&second));
     assert_eq!(first.sha256(), second.sha256());

@@ -184,8 +184,11 @@ async fn as_rpc_error(response: Response, id: Value) -> Response {
     let text = String::from_utf8_lossy(&text);
     let text = text.trim();
     let reason = if text.is_empty() { status.canonical_reason().unwrap_or("refused") } else { text };
-    let (code, label) =
-        if status.is_client_error() { (jsonrpc::INVALID_REQUEST, "Invalid Request") } else { (-32603, "Internal error") };
+    let (code, label) = if status.is_client_error() {
+        (jsonrpc::INVALID_REQUEST, "Invalid Request")
+    } else {
+        (-32603, "Internal error")
+    };
     let mut answer = rpc_error(status, id, code, &format!("{label}: {reason}"));
     parts.headers.remove(header::CONTENT_LENGTH);
     parts.headers.remove(header::CONTENT_TYPE);

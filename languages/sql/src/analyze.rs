@@ -8,6 +8,7 @@
 //! `unsupported_syntax`, so nothing unexamined can reach the database.
 
 use std::collections::BTreeSet;
+use std::rc::Rc;
 
 use pilotage_guest_sdk::diag::{error_in, with_hint};
 use pilotage_guest_sdk::hints::hint;
@@ -151,6 +152,10 @@ pub struct Analysis {
     /// Every relation name resolved, each occurrence once, in resolution
     /// order. Names that did not resolve are findings, not listed here.
     pub names: Vec<RelationName>,
+    /// Column names that `*` and `t.*` expanded to, summed over every
+    /// query level: the analyzer's work on stars, at most
+    /// [`codes::MAX_COLUMNS`] per star written.
+    pub star_columns: usize,
 }
 
 /// One visible relation: its entry id and the two names it stands for.
@@ -185,8 +190,10 @@ impl<'c> Relations<'c> {
 /// The columns a FROM item offers.
 #[derive(Clone, Debug)]
 enum Columns {
-    /// Exactly these (normalized) names.
-    Known(Vec<String>),
+    /// Exactly these (normalized) names, shared: a CTE referenced many
+    /// times, and every scope that sees it, hold the one list its
+    /// definition computed (a reference copies no names).
+    Known(Rc<[String]>),
     /// Unknown (an unresolved relation or an unanalysable subquery): any
     /// name is accepted, so one mistake does not cascade.
     Open,
@@ -244,6 +251,8 @@ pub struct Analyzer<'r, 'c> {
     depth: usize,
     /// Whether the statement itself is a query (not INSERT … SELECT).
     top_level: bool,
+    /// See [`Analysis::star_columns`].
+    star_columns: usize,
 }
 
 /// Normalizes an identifier as PostgreSQL does: unquoted names fold to
@@ -276,6 +285,7 @@ impl<'r, 'c> Analyzer<'r, 'c> {
             names: Vec::new(),
             depth: 0,
             top_level: false,
+            star_columns: 0,
         }
     }
 
@@ -300,8 +310,13 @@ impl<'r, 'c> Analyzer<'r, 'c> {
                 Class::Refused
             }
         };
-        let analysis =
-            Analysis { class, references: self.references, placeholders: self.placeholders, names: self.names };
+        let analysis = Analysis {
+            class,
+            references: self.references,
+            placeholders: self.placeholders,
+            names: self.names,
+            star_columns: self.star_columns,
+        };
         (analysis, self.diagnostics)
     }
 
@@ -448,7 +463,8 @@ impl<'r, 'c> Analyzer<'r, 'c> {
 
     fn aliased(columns: Columns, alias: Option<&TableAlias>) -> Columns {
         match (columns, alias) {
-            (Columns::Known(mut names), Some(alias)) if !alias.columns.is_empty() => {
+            (Columns::Known(names), Some(alias)) if !alias.columns.is_empty() => {
+                let mut names = names.to_vec();
                 for (index, column) in alias.columns.iter().enumerate() {
                     let name = normalize(&column.name);
                     if index < names.len() {
@@ -457,7 +473,7 @@ impl<'r, 'c> Analyzer<'r, 'c> {
                         names.push(name);
                     }
                 }
-                Columns::Known(names)
+                Columns::Known(names.into())
             }
             (columns, _) => columns,
         }
@@ -518,9 +534,9 @@ impl<'r, 'c> Analyzer<'r, 'c> {
                 if let (Some(Source { columns: Columns::Known(right), .. }), Some(frame)) =
                     (self.frames.last().and_then(|f| f.sources.last().cloned()), self.frames.last_mut())
                 {
-                    for column in right {
-                        if before.iter().any(|source| source.columns.has(&column)) {
-                            frame.merged.insert(column);
+                    for column in right.iter() {
+                        if before.iter().any(|source| source.columns.has(column)) {
+                            frame.merged.insert(column.clone());
                         }
                     }
                 }
@@ -616,7 +632,7 @@ impl<'r, 'c> Analyzer<'r, 'c> {
             Some((entry, Resolution::Relation { schema, relation })) => {
                 self.reference(&entry.id, access);
                 self.catalog_typed_columns(name, entry);
-                let columns = entry_columns(entry).map_or(Columns::Open, Columns::Known);
+                let columns = entry_columns(entry).map_or(Columns::Open, |names| Columns::Known(names.into()));
                 Source {
                     name: alias.map(|a| normalize(&a.name)).unwrap_or_else(|| relation.clone()),
                     qualified: alias.is_none().then(|| (schema.clone(), relation.clone())),
@@ -715,7 +731,7 @@ impl<'r, 'c> Analyzer<'r, 'c> {
             body => {
                 let columns = self.set_expr(body);
                 if let (Columns::Known(names), Some(frame)) = (&columns, self.frames.last_mut()) {
-                    frame.outputs = names.clone();
+                    frame.outputs = names.to_vec();
                 }
                 for item in order_by {
                     self.expr(&item.expr, Place::Ordering);
@@ -888,6 +904,7 @@ impl<'r, 'c> Analyzer<'r, 'c> {
         }
         let mut outputs = Vec::new();
         let mut open = false;
+        let mut too_wide = false;
         for item in &select.projection {
             match item {
                 SelectItem::UnnamedExpr(expr) => {
@@ -909,7 +926,7 @@ impl<'r, 'c> Analyzer<'r, 'c> {
                     }
                     for source in self.frames.last().map(|f| f.sources.clone()).unwrap_or_default() {
                         match source.columns {
-                            Columns::Known(names) => outputs.extend(names),
+                            Columns::Known(names) => self.expand_star(item, &names, &mut outputs, &mut too_wide),
                             Columns::Open => open = true,
                         }
                     }
@@ -925,7 +942,9 @@ impl<'r, 'c> Analyzer<'r, 'c> {
                     }
                     match kind {
                         SelectItemQualifiedWildcardKind::ObjectName(name) => match self.source_named(name) {
-                            Some(Source { columns: Columns::Known(names), .. }) => outputs.extend(names),
+                            Some(Source { columns: Columns::Known(names), .. }) => {
+                                self.expand_star(item, &names, &mut outputs, &mut too_wide);
+                            }
                             Some(_) => open = true,
                             None => {
                                 open = true;
@@ -976,7 +995,38 @@ impl<'r, 'c> Analyzer<'r, 'c> {
         if let Some(having) = &select.having {
             self.expr(having, Place::Plain);
         }
-        if open { Columns::Open } else { Columns::Known(outputs) }
+        if open || too_wide { Columns::Open } else { Columns::Known(outputs.into()) }
+    }
+
+    /// Appends the columns a star stands for to a query's `outputs`, unless
+    /// that would carry more than [`codes::MAX_COLUMNS`]: then reports it
+    /// once per query level (`too_wide` remembers it), and the query's
+    /// columns become [`Columns::Open`], so nothing built on it cascades or
+    /// grows.
+    /// Without the bound, a chain of CTEs each joining the previous one
+    /// with itself doubles its columns per level (Part II §10.1: validation
+    /// is bounded).
+    fn expand_star(&mut self, item: &SelectItem, names: &[String], outputs: &mut Vec<String>, too_wide: &mut bool) {
+        if *too_wide {
+            return;
+        }
+        if outputs.len() + names.len() > codes::MAX_COLUMNS {
+            *too_wide = true;
+            let range = self.range_of(item);
+            self.error(
+                codes::UNSUPPORTED_SYNTAX,
+                range,
+                format!(
+                    "this query would carry {} columns; the bound is {} (PostgreSQL's own limit on a target list)",
+                    outputs.len() + names.len(),
+                    codes::MAX_COLUMNS
+                ),
+                Some("name the columns you need instead of *".into()),
+            );
+            return;
+        }
+        self.star_columns += names.len();
+        outputs.extend(names.iter().cloned());
     }
 
     // ----- names ---------------------------------------------------------

@@ -89,7 +89,7 @@ pub const OWN_CODES: [(&str, &str); 15] = [
     ),
     (
         UNSUPPORTED_SYNTAX,
-        "Error. PostgreSQL accepts the construct but the sql/postgres-15 subset does not (see the core guide's subset), or the program holds more than 1000 operators; rewrite it with supported constructs.",
+        "Error. PostgreSQL accepts the construct but the sql/postgres-15 subset does not (see the core guide's subset), or the program holds more than 1000 operators, or a `*` would give one query more than 1664 result columns; rewrite it with supported constructs.",
     ),
     (
         READ_ONLY_RELATION,
@@ -187,6 +187,13 @@ pub const MAX_STATEMENTS: usize = 16;
 /// operator chain parses into a tree as deep as it is long, and the
 /// validator must stay within the component's stack.
 pub const MAX_OPERATORS: usize = 1000;
+
+/// The most result columns one query level may carry, as PostgreSQL bounds
+/// a target list (its `MaxTupleAttributeNumber`). A `*` that would pass it
+/// is an `unsupported_syntax` error and the query's columns are no longer
+/// followed: this keeps validation linear where `SELECT *` over self-joined
+/// CTEs would double the columns per level (Part II §10.1).
+pub const MAX_COLUMNS: usize = 1664;
 
 /// How deep the parser may nest expressions and subqueries before it
 /// reports a `syntax_error` (bounds validation, Part II §10.1).

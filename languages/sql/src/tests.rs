@@ -678,3 +678,69 @@ fn a_name_with_a_dot_runs_exactly_its_own_relation() {
     let plan = validate("SELECT inner_dot FROM \"b.c\"", &catalog).plan.unwrap();
     assert_eq!(plan.steps[1].calls.as_deref(), Some("a.\"b.c\""));
 }
+
+/// `c0` has one column and each `ck` joins `c(k-1)` with itself under
+/// `SELECT *`, so `ck` has 2^k columns (the conformance bindings' chain).
+fn cte_chain(depth: usize) -> String {
+    let mut text = String::from("WITH c0 AS (SELECT 1 AS x)");
+    for level in 1..=depth {
+        text.push_str(&format!(", c{level} AS (SELECT * FROM c{} a, c{} b)", level - 1, level - 1));
+    }
+    text.push_str(&format!(" SELECT 1 AS n FROM c{depth} LIMIT 1"));
+    text
+}
+
+/// The analysis of one statement program.
+fn analysis_of(text: &str) -> (crate::analyze::Analysis, Vec<Diagnostic>) {
+    let catalog = catalog();
+    let relations = crate::analyze::Relations::load(&catalog);
+    let program = crate::program::parse(text).unwrap();
+    let [parsed] = program.statements.as_slice() else { panic!("{text}: one statement expected") };
+    crate::analyze::Analyzer::new(&relations, parsed.range).statement(&parsed.statement)
+}
+
+#[test]
+fn a_chain_of_thirty_ctes_validates_in_linear_work() {
+    // Part II §10.1: validation is bounded. Within the column bound the
+    // stars expand to 2 + 4 + … + 2^k names, each CTE analysed once.
+    let (analysis, diagnostics) = analysis_of(&cte_chain(10));
+    assert!(diagnostics.iter().all(|d| d.severity != Severity::Error), "{diagnostics:#?}");
+    assert_eq!(analysis.star_columns, (1..=10).map(|k| 1usize << k).sum::<usize>());
+    assert_valid(&cte_chain(10));
+    // Past it (2^11 = 2048 > 1664) the first too-wide level is refused once
+    // (after expanding its first 1024-column side), and the levels built on
+    // it expand nothing: the work stops growing with the depth.
+    let bounded = analysis.star_columns + 1024;
+    for depth in [11, 15, 20, 30] {
+        let (analysis, diagnostics) = analysis_of(&cte_chain(depth));
+        let refusals: Vec<&Diagnostic> = diagnostics.iter().filter(|d| d.severity == Severity::Error).collect();
+        assert_eq!(refusals.len(), 1, "depth {depth}: {diagnostics:#?}");
+        assert_eq!(refusals[0].code, codes::UNSUPPORTED_SYNTAX);
+        assert!(refusals[0].message.contains("2048 columns"), "{}", refusals[0].message);
+        assert!(refusals[0].message.contains(&codes::MAX_COLUMNS.to_string()));
+        assert_eq!(analysis.star_columns, bounded, "depth {depth}");
+    }
+    // Through the validator the thirty-level chain is a finding, not a plan.
+    let validation = assert_code(&cte_chain(30), codes::UNSUPPORTED_SYNTAX);
+    assert!(validation.plan.is_none());
+}
+
+#[test]
+fn a_star_may_carry_up_to_the_column_bound_and_no_more() {
+    // Both sides of MAX_COLUMNS, without CTEs: one wide VALUES list.
+    let wide = |width: usize| {
+        let row = vec!["1"; width].join(", ");
+        format!("SELECT * FROM (VALUES ({row})) AS v LIMIT 1")
+    };
+    let at_bound = check(&wide(codes::MAX_COLUMNS));
+    assert!(errors(&at_bound).is_empty(), "{:#?}", at_bound.diagnostics);
+    assert!(at_bound.plan.is_some());
+    assert_code(&wide(codes::MAX_COLUMNS + 1), codes::UNSUPPORTED_SYNTAX);
+    // A qualified star counts the same way.
+    let joined = "WITH w AS (SELECT * FROM (VALUES (ROW_PLACEHOLDER)) AS v) SELECT a.*, b.* FROM w a, w b LIMIT 1";
+    let half = vec!["1"; codes::MAX_COLUMNS / 2].join(", ");
+    let fits = check(&joined.replace("ROW_PLACEHOLDER", &half));
+    assert!(errors(&fits).is_empty(), "{:#?}", fits.diagnostics);
+    let over = vec!["1"; codes::MAX_COLUMNS / 2 + 1].join(", ");
+    assert_code(&joined.replace("ROW_PLACEHOLDER", &over), codes::UNSUPPORTED_SYNTAX);
+}

@@ -1,7 +1,8 @@
 //! A binding: what the engine-neutral placeholders of the conformance
 //! vectors (`<valid-program>`, `<branching-program>`, …) mean for one
 //! Language of one server, and the good and bad case of every closed-set
-//! member (Part IV §4.2). Bindings are JSON files.
+//! member (Part IV §4.2). Bindings are JSON files; a `{"$repeat": …}` object
+//! stands for a long generated string (see [`Binding::from_file`]).
 
 use std::collections::BTreeMap;
 
@@ -178,6 +179,67 @@ impl Binding {
     /// A message naming the file and the problem.
     pub fn from_file(path: &std::path::Path) -> Result<Binding, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+        let mut value: Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        expand_repeats(&mut value).map_err(|e| format!("{}: {e}", path.display()))?;
+        serde_json::from_value(value).map_err(|e| format!("{}: {e}", path.display()))
+    }
+}
+
+/// The largest text a `$repeat` may build, in bytes (a pathological
+/// program need only pass the 1 MiB program bound a little).
+const MAX_REPEAT_BYTES: usize = 8 << 20;
+
+/// Replaces every `{"$repeat": {"head": H, "unit": U, "times": N, "tail": T}}`
+/// in a binding with the string `H + U×N + T`, so a binding can name a
+/// program too large to write out (a sample over a size or memory bound)
+/// in a few bytes.
+///
+/// # Errors
+/// A message when a `$repeat` lacks a member, has one of the wrong type,
+/// or would build more than 8 MiB.
+fn expand_repeats(value: &mut Value) -> Result<(), String> {
+    match value {
+        Value::Object(object) => {
+            if let Some(spec) = object.get("$repeat") {
+                let text = |name: &str| {
+                    spec.get(name).and_then(Value::as_str).ok_or(format!("$repeat needs a string '{name}'"))
+                };
+                let (head, unit, tail) = (text("head")?, text("unit")?, text("tail")?);
+                let times = spec.get("times").and_then(Value::as_u64).ok_or("$repeat needs an integer 'times'")?;
+                let bytes = (unit.len() as u64).saturating_mul(times).saturating_add((head.len() + tail.len()) as u64);
+                if object.len() != 1 || bytes > MAX_REPEAT_BYTES as u64 {
+                    return Err(format!("$repeat stands alone and builds at most {MAX_REPEAT_BYTES} bytes"));
+                }
+                let built = format!("{head}{}{tail}", unit.repeat(times as usize));
+                *value = Value::String(built);
+                return Ok(());
+            }
+            object.values_mut().try_for_each(expand_repeats)
+        }
+        Value::Array(items) => items.iter_mut().try_for_each(expand_repeats),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn repeats_expand_and_bad_ones_are_named() {
+        let mut value = json!({"a": [{"$repeat": {"head": "(", "unit": "1,", "times": 3, "tail": "1)"}}], "b": "x"});
+        expand_repeats(&mut value).unwrap();
+        assert_eq!(value, json!({"a": ["(1,1,1,1)"], "b": "x"}));
+        for bad in [
+            json!({"$repeat": {"head": "", "unit": "x", "tail": ""}}),
+            json!({"$repeat": {"head": "", "unit": 1, "times": 1, "tail": ""}}),
+            json!({"$repeat": {"head": "", "unit": "xx", "times": 8 << 20, "tail": ""}}),
+            json!({"$repeat": {"head": "", "unit": "x", "times": 1, "tail": ""}, "other": 1}),
+        ] {
+            let mut value = bad.clone();
+            assert!(expand_repeats(&mut value).is_err(), "{bad}");
+        }
     }
 }

@@ -98,12 +98,17 @@ pub async fn compat(State(settings): State<Compat>, request: Request, next: Next
             return response;
         }
         Ok(Err(_)) => {
-            return rpc_error(
+            // The rest of the body is never read, so the connection cannot
+            // carry another request: say so, or a pooling client sends its
+            // next request into a connection the server drops.
+            let mut response = rpc_error(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 Value::Null,
                 -32600,
                 &format!("the request body is larger than {} bytes", settings.max_body_bytes),
             );
+            response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+            return response;
         }
     };
     let message = match classify_body(&bytes) {

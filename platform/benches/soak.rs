@@ -502,7 +502,7 @@ async fn worker(index: usize, client: Client, bodies: Arc<Bodies>, recorder: Rec
         let started = Instant::now();
         let verdict = match kind {
             Kind::ValidateValid => {
-                let program = spec_program(if nonce % 2 == 0 { Some(n) } else { None });
+                let program = spec_program(if nonce.is_multiple_of(2) { Some(n) } else { None });
                 match client.tool(&session, "validate_workflow", &json!({"workflow": program})).await {
                     Ok(answer) => expect_valid(answer, true),
                     Err(failure) => Err(failure),

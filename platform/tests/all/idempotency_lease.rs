@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 
 use pilotage_platform::client::{Connection, Reply};
 use serde_json::{Value, json};
-use tokio::io::AsyncBufReadExt;
 
 use crate::endpoint::{Backend, postgres_schema, unique};
 
@@ -98,24 +97,7 @@ async fn serve(data_dir: &std::path::Path, database_url: Option<&str>) -> Proces
     if let Some(url) = database_url {
         command.args(["--database-url", url]);
     }
-    let mut child = command
-        .stderr(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = loop {
-        let line = tokio::time::timeout(Duration::from_secs(120), lines.next_line())
-            .await
-            .expect("the server starts within 2 minutes")
-            .unwrap()
-            .expect("the server says where it listens");
-        if let Some(url) = line.strip_prefix("Pilotage Platform: MCP at ") {
-            break url.to_owned();
-        }
-    };
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let (child, url) = crate::support::spawn_serving(&mut command).await;
     Process { child, url }
 }
 

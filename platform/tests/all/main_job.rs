@@ -135,28 +135,10 @@ async fn the_client_commands_drive_a_server() {
 /// client gets the answer, then the process exits 0.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_shuts_down_gracefully_on_sigterm() {
-    use tokio::io::AsyncBufReadExt;
     let dir = std::env::temp_dir().join(crate::endpoint::unique("graceful"));
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_pilotage"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--demo-postgres", "off", "--data-dir"])
-        .arg(&dir)
-        .stderr(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = loop {
-        let line = tokio::time::timeout(std::time::Duration::from_secs(120), lines.next_line())
-            .await
-            .expect("the server starts within 2 minutes")
-            .unwrap()
-            .expect("the server says where it listens");
-        if let Some(url) = line.strip_prefix("Pilotage Platform: MCP at ") {
-            break url.to_owned();
-        }
-    };
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_pilotage"));
+    command.args(["serve", "--listen", "127.0.0.1:0", "--demo-postgres", "off", "--data-dir"]).arg(&dir);
+    let (mut child, url) = crate::support::spawn_serving(&mut command).await;
     let connection = pilotage_platform::client::Connection::http(&url, None).await.unwrap();
     let waiting =
         serde_json::json!({"steps": [{"id": "w", "kind": "call", "capability": "cap_wait", "with": {"ms": 1500}}]});

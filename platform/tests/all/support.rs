@@ -120,3 +120,29 @@ pub fn demo_invoker() -> Arc<dyn pilotage_platform::language::execution::Invoker
         })
     }))
 }
+
+/// Spawns `command` (a `pilotage serve`) with stderr piped, waits up to two
+/// minutes for the line naming its MCP URL, keeps draining stderr, and
+/// returns the child with that URL.
+pub async fn spawn_serving(command: &mut tokio::process::Command) -> (tokio::process::Child, String) {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = command
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let url = loop {
+        let line = tokio::time::timeout(std::time::Duration::from_secs(120), lines.next_line())
+            .await
+            .expect("the server starts within 2 minutes")
+            .unwrap()
+            .expect("the server says where it listens");
+        if let Some(url) = line.strip_prefix("Pilotage Platform: MCP at ") {
+            break url.to_owned();
+        }
+    };
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, url)
+}

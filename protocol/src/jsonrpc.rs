@@ -316,6 +316,18 @@ mod tests {
         }
     }
 
+    /// A number too large for an integer is an f64; serializing the parsed
+    /// message and parsing it again must give the same value, or a relay
+    /// would change a client's numbers (found by the `jsonrpc_classify`
+    /// fuzz target; needs serde_json's correctly rounded parsing).
+    #[test]
+    fn large_numbers_survive_a_serialize_and_parse_round_trip() {
+        let body = r#"{"jsonrpc":"2.0","id":1,"method":"ping","junk":[777777777777777777777777777777777777777777777777777777777772,1e308,5e-324]}"#;
+        let message = classify(body.as_bytes()).expect("accepted");
+        let again = classify(message.value.to_string().as_bytes()).expect("accepted again");
+        assert_eq!(again, message);
+    }
+
     #[test]
     fn the_envelope_rules() {
         let invalid = |id: Value| Err((INVALID_REQUEST, id));

@@ -95,6 +95,48 @@ pub fn step_statuses(own: &[(&str, bool, bool, &str)]) -> Vec<StatusInfo> {
     own.iter().map(status).collect()
 }
 
+/// Catalog entry kinds from a table of (kind, callable, meaning) (Part II
+/// §5.2).
+pub fn entry_kinds(own: &[(&str, bool, &str)]) -> Vec<KindInfo> {
+    own.iter()
+        .map(|(kind, callable, meaning)| KindInfo {
+            kind: (*kind).to_owned(),
+            callable: *callable,
+            meaning: (*meaning).to_owned(),
+        })
+        .collect()
+}
+
+/// Risk levels from a table of (risk, readOnly, destructive, openWorld,
+/// meaning) (Part II §5.3). The platform's lint checks each level's hints
+/// against its name.
+pub fn risk_levels(own: &[(&str, bool, bool, bool, &str)]) -> Vec<RiskInfo> {
+    own.iter()
+        .map(|(risk, read_only, destructive, open_world, meaning)| RiskInfo {
+            risk: (*risk).to_owned(),
+            hints: crate::RiskHints { read_only: *read_only, destructive: *destructive, open_world: *open_world },
+            meaning: (*meaning).to_owned(),
+        })
+        .collect()
+}
+
+/// A Markdown guide whose `version` follows its body ([`content_version`]),
+/// listing `topics` (Part II §5.2). Topic bodies are left empty: a topic
+/// fetch then answers with the whole body.
+pub fn guide(id: &str, title: &str, level: GuideLevel, topics: &[&str], body: impl Into<String>) -> Guide {
+    let body = body.into();
+    Guide {
+        id: id.to_owned(),
+        title: title.to_owned(),
+        level,
+        topics: topics.iter().map(|topic| (*topic).to_owned()).collect(),
+        version: content_version(&body),
+        format: "text/markdown".to_owned(),
+        body,
+        topic_bodies: Vec::new(),
+    }
+}
+
 fn status(&(status, ok, side_effects, meaning): &(&str, bool, bool, &str)) -> StatusInfo {
     StatusInfo { status: status.to_owned(), ok, side_effects, meaning: meaning.to_owned() }
 }

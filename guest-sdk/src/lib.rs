@@ -13,6 +13,10 @@
 //!   `closed-sets` guide from the same tables the code uses, so the guide
 //!   cannot drift from the engine (Part II §5.2).
 //! - [`diag`]: small constructors for diagnostics and outcomes.
+//! - [`language`]: the [`Language`] trait over [`Catalog`] and [`Effects`]
+//!   (the imports as traits, so a Language is tested natively), [`export!`]
+//!   to make it the component's exports, the standard risk levels, and
+//!   argument checks against an entry's `input_schema`.
 //! - [`alloc`]: an allocator suited to one fresh instance per call (a bump
 //!   arena, then talc), installed with [`use_language_allocator!`]; the
 //!   allocator itself exists only on WebAssembly.
@@ -23,16 +27,18 @@
 //! against the plan and against the calls it saw.
 //!
 //! ```text
-//! use pilotage_guest_sdk::{Guest, export_language, bindings::*};
 //! struct MyLanguage;
-//! impl Guest for MyLanguage { /* describe, validate, bind_input, execute */ }
-//! export_language!(MyLanguage);
+//! impl pilotage_guest_sdk::Language for MyLanguage { /* describe, validate, bind_input, execute */ }
+//! pilotage_guest_sdk::export!(MyLanguage);
 //! ```
+//!
+//! (`docs/writing-a-language.md` walks through a whole Language, recipe/v1.)
 
 pub mod alloc;
 pub mod closed_sets;
 pub mod diag;
 pub mod hints;
+pub mod language;
 pub mod pointer;
 pub mod trace;
 
@@ -61,6 +67,7 @@ pub use bindings::pilotage::language::run_types::{
 pub use bindings::pilotage::language::types::{
     CatalogEntry, Diagnostic, InvokeError, Locator, RiskHints, Severity, TextPosition, TextRange,
 };
+pub use language::{Catalog, Effects, Imports, Language};
 
 /// The host's imports, callable from inside `validate` and `execute`.
 pub mod host {

@@ -3,10 +3,9 @@
 //! rendered from the same tables the code emits, and the core guide's
 //! function list from the allow-list the validator checks).
 
-use pilotage_guest_sdk::closed_sets::{self, Prose, content_version};
+use pilotage_guest_sdk::closed_sets::{self, Prose};
 use pilotage_guest_sdk::{
-    ExecutionMode, Features, Guide, GuideLevel, KindInfo, LanguageInfo, LocatorDialect, ProgramKind, RiskHints,
-    RiskInfo, SubprogramTracing, TraceCeiling,
+    ExecutionMode, Features, GuideLevel, LanguageInfo, LocatorDialect, ProgramKind, SubprogramTracing, TraceCeiling,
 };
 
 use crate::codes;
@@ -67,22 +66,8 @@ pub fn language_info() -> LanguageInfo {
         diagnostic_codes: closed_sets::diagnostic_codes(&codes::OWN_CODES),
         run_statuses: closed_sets::run_statuses(&codes::OWN_RUN_STATUSES),
         step_statuses: closed_sets::step_statuses(&codes::STEP_STATUSES),
-        entry_kinds: codes::ENTRY_KINDS
-            .iter()
-            .map(|(kind, callable, meaning)| KindInfo {
-                kind: (*kind).to_owned(),
-                callable: *callable,
-                meaning: (*meaning).to_owned(),
-            })
-            .collect(),
-        risk_levels: codes::RISK_LEVELS
-            .iter()
-            .map(|(risk, read_only, destructive, open_world, meaning)| RiskInfo {
-                risk: (*risk).to_owned(),
-                hints: RiskHints { read_only: *read_only, destructive: *destructive, open_world: *open_world },
-                meaning: (*meaning).to_owned(),
-            })
-            .collect(),
+        entry_kinds: closed_sets::entry_kinds(&codes::ENTRY_KINDS),
+        risk_levels: closed_sets::risk_levels(&codes::RISK_LEVELS),
         guides: Vec::new(),
     };
     let prose = Prose {
@@ -94,7 +79,7 @@ pub fn language_info() -> LanguageInfo {
     };
     let closed = closed_sets::render("sql-closed-sets", &info, &prose);
     info.guides = vec![
-        guide(
+        closed_sets::guide(
             "sql-core",
             "sql/postgres-15 core: statements, names, subset, functions, parameters, one runnable example",
             GuideLevel::Core,
@@ -102,7 +87,7 @@ pub fn language_info() -> LanguageInfo {
             core_guide_body(),
         ),
         closed,
-        guide(
+        closed_sets::guide(
             "sql-examples",
             "sql/postgres-15 examples: joins, parameters, CTEs, windows, scripts, common mistakes",
             GuideLevel::Examples,
@@ -111,19 +96,6 @@ pub fn language_info() -> LanguageInfo {
         ),
     ];
     info
-}
-
-fn guide(id: &str, title: &str, level: GuideLevel, topics: &[&str], body: String) -> Guide {
-    Guide {
-        id: id.to_owned(),
-        title: title.to_owned(),
-        level,
-        topics: topics.iter().map(|t| (*t).to_owned()).collect(),
-        version: content_version(&body),
-        format: "text/markdown".to_owned(),
-        body,
-        topic_bodies: Vec::new(),
-    }
 }
 
 /// The SQL examples of a guide body: each fenced `sql` block, with the

@@ -109,29 +109,12 @@ pub const ENTRY_KINDS: [(&str, bool, &str); 2] = [
     ),
 ];
 
-/// Risk levels: (risk, readOnly, destructive, openWorld, meaning).
-pub const RISK_LEVELS: [(&str, bool, bool, bool, &str); 5] = [
-    ("safe", true, false, false, "Reads state inside this service; no change."),
-    ("external_read", true, false, true, "Reads from a system outside this service."),
-    ("write", false, false, false, "Changes state inside this service, reversibly."),
-    (
-        "external_write",
-        false,
-        false,
-        true,
-        "Changes state in, or sends to, a system outside this service (for example an email).",
-    ),
-    ("destructive", false, true, false, "Deletes or irreversibly alters state."),
-];
+/// Risk levels: the guest SDK's standard five (safe, external_read, write,
+/// external_write, destructive).
+pub use pilotage_guest_sdk::language::STANDARD_RISK_LEVELS as RISK_LEVELS;
 
 /// The engine risk label matching aggregate hints: the highest level the
 /// hints reach.
 pub fn risk_label(read_only: bool, destructive: bool, open_world: bool) -> &'static str {
-    match (read_only, destructive, open_world) {
-        (_, true, _) => "destructive",
-        (false, false, true) => "external_write",
-        (false, false, false) => "write",
-        (true, false, true) => "external_read",
-        (true, false, false) => "safe",
-    }
+    pilotage_guest_sdk::language::risk_label(pilotage_guest_sdk::RiskHints { read_only, destructive, open_world })
 }

@@ -9,8 +9,13 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const GUESTS: [(&str, &str); 4] =
-    [("workflow", "workflow.wasm"), ("sql", "sql.wasm"), ("hostile", "hostile.wasm"), ("unfit", "unfit.wasm")];
+const GUESTS: [(&str, &str); 5] = [
+    ("workflow", "workflow.wasm"),
+    ("sql", "sql.wasm"),
+    ("recipe", "recipe.wasm"),
+    ("hostile", "hostile.wasm"),
+    ("unfit", "unfit.wasm"),
+];
 const TARGET: &str = "wasm32-wasip2";
 
 fn main() {

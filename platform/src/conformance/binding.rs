@@ -192,11 +192,13 @@ const MAX_REPEAT_BYTES: usize = 8 << 20;
 /// Replaces every `{"$repeat": {"head": H, "unit": U, "times": N, "tail": T}}`
 /// in a binding with the string `H + U×N + T`, so a binding can name a
 /// program too large to write out (a sample over a size or memory bound)
-/// in a few bytes.
+/// in a few bytes. With `"json": true` the built text is parsed, so the
+/// sample is that JSON value (a long program of a JSON Language).
 ///
 /// # Errors
 /// A message when a `$repeat` lacks a member, has one of the wrong type,
-/// or would build more than 8 MiB.
+/// would build more than 8 MiB, or builds text that is not JSON under
+/// `"json": true`.
 fn expand_repeats(value: &mut Value) -> Result<(), String> {
     match value {
         Value::Object(object) => {
@@ -211,7 +213,13 @@ fn expand_repeats(value: &mut Value) -> Result<(), String> {
                     return Err(format!("$repeat stands alone and builds at most {MAX_REPEAT_BYTES} bytes"));
                 }
                 let built = format!("{head}{}{tail}", unit.repeat(times as usize));
-                *value = Value::String(built);
+                *value = match spec.get("json") {
+                    Some(Value::Bool(true)) => {
+                        serde_json::from_str(&built).map_err(|e| format!("$repeat with json builds no JSON: {e}"))?
+                    }
+                    None | Some(Value::Bool(false)) => Value::String(built),
+                    Some(_) => return Err("$repeat's 'json' is a boolean".into()),
+                };
                 return Ok(());
             }
             object.values_mut().try_for_each(expand_repeats)
@@ -232,7 +240,12 @@ mod tests {
         let mut value = json!({"a": [{"$repeat": {"head": "(", "unit": "1,", "times": 3, "tail": "1)"}}], "b": "x"});
         expand_repeats(&mut value).unwrap();
         assert_eq!(value, json!({"a": ["(1,1,1,1)"], "b": "x"}));
+        let mut value = json!({"$repeat": {"head": "[", "unit": "1,", "times": 2, "tail": "3]", "json": true}});
+        expand_repeats(&mut value).unwrap();
+        assert_eq!(value, json!([1, 1, 3]));
         for bad in [
+            json!({"$repeat": {"head": "[", "unit": "1,", "times": 2, "tail": "", "json": true}}),
+            json!({"$repeat": {"head": "", "unit": "1", "times": 2, "tail": "", "json": "yes"}}),
             json!({"$repeat": {"head": "", "unit": "x", "tail": ""}}),
             json!({"$repeat": {"head": "", "unit": 1, "times": 1, "tail": ""}}),
             json!({"$repeat": {"head": "", "unit": "xx", "times": 8 << 20, "tail": ""}}),

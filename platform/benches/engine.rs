@@ -59,7 +59,11 @@ const TRIVIAL: &str = r#"{"steps":[]}"#;
 /// The demo catalog as the server holds it, viewed by the demo principal
 /// (no scopes) for workflow/v1.
 fn demo_snapshot() -> CatalogSnapshot {
-    let entries = pilotage_platform::server::demo_entries("http://127.0.0.1:9").expect("the demo catalog parses");
+    let entries = pilotage_platform::server::demo_entries(
+        "http://127.0.0.1:9",
+        &[pilotage_platform::server::DEMO_CATALOG_LANGUAGE.to_owned()],
+    )
+    .expect("the demo catalog parses");
     let mut catalog = TenantCatalog::new();
     catalog.apply(entries, &[]);
     catalog.snapshot(&Default::default(), "workflow/v1")

@@ -113,8 +113,23 @@ pub struct Settings {
     /// further; the credential is checked before any body is read.
     pub admin_max_body_bytes: usize,
     /// Largest Language component upload, in bytes. Default 32 MiB.
-    /// Refused like `admin_max_body_bytes`.
+    /// Refused like `admin_max_body_bytes`; it bounds the files of
+    /// `languages` too.
     pub max_component_bytes: usize,
+    /// Language component files (`.wasm`) served for the demo tenant, the
+    /// local loop of a Language author (`pilotage serve --language PATH`,
+    /// repeatable; `PILOTAGE_LANGUAGES`, comma-separated; TOML
+    /// `languages = ["…"]`). Default: none. Each file is loaded, described
+    /// and linted as an upload is (Part II §5.1–§5.2, §10.1) and served in
+    /// addition to the bundled Languages; one whose Language name equals a
+    /// bundled or uploaded one replaces it for the demo tenant. Each file
+    /// is watched and reloaded when it changes, and connected sessions get
+    /// `notifications/tools/list_changed` (Part III §4.7). Failure mode: a
+    /// file that cannot be read or loaded, or whose lint finds an error,
+    /// stops the start with the findings; later, such a version is refused
+    /// with a logged warning and the previous one keeps serving
+    /// (`language_watch`). Needs `demo`.
+    pub languages: Vec<PathBuf>,
 }
 
 impl Default for Settings {
@@ -146,6 +161,7 @@ impl Default for Settings {
             admin_token: None,
             admin_max_body_bytes: 4 << 20,
             max_component_bytes: 32 << 20,
+            languages: Vec::new(),
         }
     }
 }
@@ -309,6 +325,13 @@ impl Settings {
             }
             _ => {}
         }
+        if !self.languages.is_empty() && !self.demo {
+            return Err(ConfigError::Invalid {
+                field: "languages",
+                message: "Language files are served for the demo tenant; they need the demo (remove --demo=false)"
+                    .into(),
+            });
+        }
         if self.admin_token.as_ref().is_some_and(|token| token.len() < 16) {
             return Err(ConfigError::Invalid { field: "admin_token", message: "use at least 16 characters".into() });
         }
@@ -373,5 +396,15 @@ mod tests {
             ..Settings::default()
         };
         good.check().unwrap();
+    }
+
+    #[test]
+    fn language_files_need_the_demo_tenant() {
+        let parsed: Settings = toml::from_str("languages = [\"a.wasm\", \"b.wasm\"]\n").unwrap();
+        assert_eq!(parsed.languages, [PathBuf::from("a.wasm"), PathBuf::from("b.wasm")]);
+        parsed.check().unwrap();
+        let settings = Settings { demo: false, ..parsed };
+        assert!(matches!(settings.check(), Err(ConfigError::Invalid { field: "languages", .. })));
+        Settings { demo: false, ..Settings::default() }.check().unwrap();
     }
 }

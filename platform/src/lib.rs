@@ -11,6 +11,8 @@
 //! - [`engine`]: wasmtime, bounds, the compiled-code cache, host imports;
 //! - [`language`]: descriptions, the lint, validation and execution with
 //!   the host's guarantees;
+//! - [`language_watch`]: Language files served for the demo tenant and
+//!   reloaded when they change (`pilotage serve --language`);
 //! - [`run`]: invoking catalog entries over HTTP;
 //! - [`demo_world`]: the demo capability service;
 //! - [`bundled`]: the Languages shipped inside the binary.
@@ -42,6 +44,7 @@ pub mod demo_world;
 pub mod engine;
 pub mod http;
 pub mod language;
+pub mod language_watch;
 pub mod mcp;
 pub mod operations;
 pub use pilotage_protocol as protocol;

@@ -11,7 +11,7 @@ use pilotage_platform::catalog::CatalogSnapshot;
 use pilotage_platform::engine::{Bounds, Engine};
 use pilotage_platform::language::description::ProgramKind;
 use pilotage_platform::language::execution::{self, ExecutionRequest, Invoker};
-use pilotage_platform::language::lint::{LintSeverity, has_errors, lint};
+use pilotage_platform::language::lint::{has_errors, lint};
 use pilotage_platform::language::validation::{self, Program};
 use pilotage_platform::protocol::catalog::CatalogEntry;
 use pilotage_platform::protocol::requests::ExecuteResponse;
@@ -420,6 +420,11 @@ struct ServeArgs {
     /// The operator token of the admin API.
     #[arg(long, env = "PILOTAGE_ADMIN_TOKEN")]
     admin_token: Option<String>,
+    /// A Language component (.wasm) to serve for the demo tenant,
+    /// reloaded when the file changes (repeatable). It replaces a bundled
+    /// Language of the same name.
+    #[arg(long = "language", env = "PILOTAGE_LANGUAGES", value_delimiter = ',')]
+    languages: Vec<PathBuf>,
 }
 
 impl ServeArgs {
@@ -522,6 +527,9 @@ impl ServeArgs {
         if let Some(token) = &self.admin_token {
             settings.admin_token = Some(token.clone());
         }
+        if !self.languages.is_empty() {
+            settings.languages = self.languages.clone();
+        }
         settings.check()?;
         Ok(settings)
     }
@@ -529,6 +537,20 @@ impl ServeArgs {
 
 #[derive(Subcommand)]
 enum LanguageCommand {
+    /// Create the crate of a new Language NAME/v1 from the example recipe/v1
+    /// (docs/writing-a-language.md): it builds for wasm32-wasip2, passes
+    /// `language check`, and carries its tests and conformance binding.
+    New {
+        /// The Language family: lowercase letters, digits, '-' or '_'.
+        name: String,
+        /// The folder to create (default: ./NAME).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// The guest-sdk folder of a Pilotage Platform checkout (default:
+        /// the one this binary was built from).
+        #[arg(long)]
+        sdk: Option<PathBuf>,
+    },
     /// Load a Language component, lint its self-description against the
     /// Pilotage spec, and optionally validate (and execute) a program.
     Check(CheckArgs),
@@ -567,8 +589,13 @@ struct CheckArgs {
 }
 
 fn main() -> ExitCode {
+    // Warnings by default; a Language author's reloads (`serve --language`)
+    // are worth their one info line each.
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("PILOTAGE_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("PILOTAGE_LOG")
+                .unwrap_or_else(|_| "warn,pilotage_platform::language_watch=info".into()),
+        )
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
@@ -577,6 +604,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => runtime().and_then(|rt| rt.block_on(serve(args))),
         Command::Migrate(args) => runtime().and_then(|rt| rt.block_on(migrate(args))),
         Command::DemoWorld { listen } => runtime().and_then(|rt| rt.block_on(demo_world(listen))),
+        Command::Language(LanguageCommand::New { name, dir, sdk }) => language_new(&name, dir, sdk),
         Command::Language(LanguageCommand::Check(args)) => language_check(args),
         Command::Language(LanguageCommand::Publish { tenant, component, server, admin_token }) => {
             runtime().and_then(|rt| rt.block_on(publish(&server, admin_token.as_deref(), &tenant, &component)))
@@ -731,6 +759,11 @@ impl AdminClient {
         let value: Value =
             if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap_or(Value::String(text)) };
         if !status.is_success() {
+            // A refused upload: its lint findings as lines, not nested JSON.
+            if let Some(findings) = refusal_findings(&value) {
+                let message = value["error"]["message"].as_str().unwrap_or_default();
+                bail!("{status}: {message}\n{findings}");
+            }
             bail!("{status}: {}", serde_json::to_string_pretty(&value).unwrap_or_default());
         }
         Ok(value)
@@ -760,6 +793,36 @@ async fn publish(server: &str, token: Option<&str>, tenant: &str, component: &st
             Err(error)
         }
     }
+}
+
+/// `pilotage language new`: writes the crate and says what to run next.
+fn language_new(name: &str, dir: Option<PathBuf>, sdk: Option<PathBuf>) -> Result<ExitCode> {
+    use pilotage_platform::language::template;
+    let dir = dir.unwrap_or_else(|| PathBuf::from(name));
+    let sdk = sdk.unwrap_or_else(|| PathBuf::from(template::BUILT_SDK));
+    let files = template::write(&dir, name, &sdk)?;
+    println!("created {name}/v1 in {}: {}", dir.display(), files.join(", "));
+    let file = name.replace('-', "_");
+    println!("next, in {}:", dir.display());
+    println!("  cargo test");
+    println!("  cargo build --release --target wasm32-wasip2");
+    println!("  pilotage language check target/wasm32-wasip2/release/{file}.wasm");
+    println!("  pilotage serve --language target/wasm32-wasip2/release/{file}.wasm");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The lint findings of a refused upload's body, one per line as
+/// `pilotage language check` prints them, or `None` when the body has none.
+fn refusal_findings(body: &Value) -> Option<String> {
+    let findings = body["error"]["findings"].as_array().filter(|f| !f.is_empty())?;
+    let lines: Vec<String> = findings
+        .iter()
+        .map(|f| {
+            let text = |name: &str| f[name].as_str().unwrap_or_default().to_owned();
+            format!("  {} [{}] {}\n    fix: {}", text("severity"), text("rule"), text("message"), text("fix"))
+        })
+        .collect();
+    Some(lines.join("\n"))
 }
 
 async fn tenant_command(args: AdminArgs<TenantCommand>) -> Result<ExitCode> {
@@ -1106,11 +1169,7 @@ fn language_check(args: CheckArgs) -> Result<ExitCode> {
     } else {
         say!("Lint:");
         for finding in &findings {
-            let severity = match finding.severity {
-                LintSeverity::Error => "error",
-                LintSeverity::Warning => "warning",
-            };
-            say!("  {severity} [{}] {}", finding.rule, finding.message);
+            say!("  {finding}");
         }
     }
     let lint_failed = has_errors(&findings);

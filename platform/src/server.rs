@@ -1,6 +1,7 @@
 //! Starting and stopping the platform: engine, store and migrations, the
-//! demo tenant and its capability service, the HTTP listener, the expiry
-//! sweeper, and graceful shutdown. Tests start the server exactly as
+//! demo tenant and its capability service, a Language author's watched
+//! files (`language_watch`), the HTTP listener, the expiry sweeper, and
+//! graceful shutdown. Tests start the server exactly as
 //! `pilotage serve` does (Part IV §4.1).
 
 use std::collections::BTreeSet;
@@ -49,6 +50,11 @@ pub enum StartError {
     /// Occurs when the demo catalog is malformed.
     #[error("demo catalog: {0}")]
     Demo(String),
+    /// Occurs when a file of `languages` cannot be served: unreadable,
+    /// not loadable, failing the conformance lint (its findings are in the
+    /// message), or declaring another file's Language.
+    #[error(transparent)]
+    LanguageFile(#[from] crate::language_watch::LanguageFileError),
 }
 
 /// A running server.
@@ -64,6 +70,7 @@ pub struct Server {
     /// `Some(Err(why))` when PostgreSQL could not be used, `None` when the
     /// demo or its SQL part is off.
     pub demo_sql: Option<Result<String, String>>,
+    language_files: crate::language_watch::LanguageFilesStatus,
     shutdown: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -72,6 +79,12 @@ impl Server {
     /// The base URL of `/mcp`.
     pub fn mcp_url(&self) -> String {
         format!("http://{}/mcp", self.addr)
+    }
+
+    /// What each file of `languages` serves and how its reloads went, in
+    /// the configured order; empty without such files.
+    pub fn language_files(&self) -> Vec<crate::language_watch::LanguageFileStatus> {
+        self.language_files.files()
     }
 
     /// A token that stops the server when cancelled.
@@ -165,17 +178,26 @@ async fn refresh_due_data_sources(platform: &Platform) {
     }
 }
 
-/// Parses the demo catalog, binding callable entries to `base_url`.
+/// The Language the demo catalog's capabilities are written for; the
+/// demo tenant also offers them to every Language served from a file
+/// (`Settings::languages`), never to sql/postgres-15, whose catalog is its
+/// database.
+pub const DEMO_CATALOG_LANGUAGE: &str = "workflow/v1";
+
+/// Parses the demo catalog, binding callable entries to `base_url` and
+/// offering each entry to `languages` (its `languages` member, Part II
+/// §5.4), whatever the file says.
 ///
 /// # Errors
 /// A message when the file is malformed.
-pub fn demo_entries(base_url: &str) -> Result<Vec<StoredEntry>, String> {
+pub fn demo_entries(base_url: &str, languages: &[String]) -> Result<Vec<StoredEntry>, String> {
     let file: Value = serde_json::from_str(DEMO_CATALOG).map_err(|e| e.to_string())?;
     let items = file.get("entries").and_then(Value::as_array).ok_or("no 'entries' array")?;
     items
         .iter()
         .map(|item| {
-            let entry: CatalogEntry = serde_json::from_value(item.clone()).map_err(|e| e.to_string())?;
+            let mut entry: CatalogEntry = serde_json::from_value(item.clone()).map_err(|e| e.to_string())?;
+            entry.languages = Some(languages.to_vec());
             let binding = match item.get("binding") {
                 Some(binding) => {
                     let mut binding: HttpBinding =
@@ -193,6 +215,30 @@ pub fn demo_entries(base_url: &str) -> Result<Vec<StoredEntry>, String> {
             Ok(StoredEntry::new(entry, visibility, binding))
         })
         .collect()
+}
+
+/// Offers the demo catalog's entries to `language` too, when a Language
+/// file is reloaded under a new name: each entry of the demo tenant whose
+/// id is one of the demo file's and whose `languages` lacks it gains it.
+/// Returns how many entries changed.
+pub fn offer_demo_catalog(tenant: &crate::service::Tenant, language: &str) -> usize {
+    let Ok(file) = demo_entries("", &[]) else { return 0 };
+    let changed: Vec<StoredEntry> = tenant.with_catalog(|catalog| {
+        file.iter()
+            .filter_map(|demo| catalog.stored(&demo.entry.id))
+            .filter(|stored| stored.entry.languages.as_ref().is_some_and(|names| !names.iter().any(|n| n == language)))
+            .map(|stored| {
+                let mut offered = stored.as_ref().clone();
+                offered.entry.languages.get_or_insert_with(Vec::new).push(language.to_owned());
+                offered
+            })
+            .collect()
+    });
+    let count = changed.len();
+    if count > 0 {
+        tenant.put_entries(changed);
+    }
+    count
 }
 
 /// The authentication layer for `settings`.
@@ -235,7 +281,8 @@ pub fn authenticator(
 }
 
 /// Starts the server as `settings` say: migrations, the demo tenant (when
-/// `demo`), the listener and the sweeper.
+/// `demo`) with the files of `languages` installed over its Languages and
+/// watched, the listener and the sweeper.
 ///
 /// # Errors
 /// [`StartError`] naming what failed.
@@ -260,6 +307,15 @@ pub async fn start(settings: Settings) -> Result<Server, StartError> {
     let platform =
         Platform::new(engine, store, settings.retention()?, principal, secrets, settings.idempotency.clone());
     tracing::info!(instance = platform.leases().instance_id(), "idempotency claims owned as this instance");
+    // A Language author's files load and pass the lint before anything
+    // listens: a failure stops the start with the findings.
+    let mut language_files = crate::language_watch::LanguageFiles::load(
+        platform.engine(),
+        &settings.languages,
+        &settings.dev_tenant,
+        settings.max_component_bytes,
+    )
+    .await?;
     let shutdown = CancellationToken::new();
     let mut tasks = Vec::new();
 
@@ -304,7 +360,9 @@ pub async fn start(settings: Settings) -> Result<Server, StartError> {
         }
         // The demo catalog comes from the file; entries an operator stored
         // for the demo tenant win over it.
-        let mut entries = demo_entries(&format!("http://{addr}")).map_err(StartError::Demo)?;
+        let offered: Vec<String> =
+            std::iter::once(DEMO_CATALOG_LANGUAGE.to_owned()).chain(language_files.names()).collect();
+        let mut entries = demo_entries(&format!("http://{addr}"), &offered).map_err(StartError::Demo)?;
         let stored: Vec<String> = tenant.with_catalog(|c| c.all().map(|s| s.entry.id.clone()).collect());
         entries.retain(|entry| !stored.contains(&entry.entry.id));
         tenant.put_entries(entries);
@@ -319,6 +377,9 @@ pub async fn start(settings: Settings) -> Result<Server, StartError> {
     } else if platform.tenant(&settings.dev_tenant).is_none() {
         platform.add_tenant(&settings.dev_tenant);
     }
+    // The files' Languages serve over the bundled and uploaded ones of the
+    // same name, and follow their files until shutdown.
+    language_files.install(&platform).await;
 
     let listener = tokio::net::TcpListener::bind(settings.listen)
         .await
@@ -408,6 +469,20 @@ pub async fn start(settings: Settings) -> Result<Server, StartError> {
             }
         }
     }));
+    // Each Language file is watched until shutdown (spawned last, so a
+    // start that fails leaves no watcher behind).
+    let language_status = language_files.status();
+    if !language_files.is_empty() {
+        tasks.push(tokio::spawn(language_files.watch(platform.clone(), shutdown.clone())));
+    }
     tracing::info!(%addr, "Pilotage Platform listening");
-    Ok(Server { addr, platform, demo_world: demo_world_addr, demo_sql: demo_sql_outcome, shutdown, tasks })
+    Ok(Server {
+        addr,
+        platform,
+        demo_world: demo_world_addr,
+        demo_sql: demo_sql_outcome,
+        language_files: language_status,
+        shutdown,
+        tasks,
+    })
 }

@@ -32,6 +32,21 @@ pub struct LintFinding {
     pub rule: &'static str,
     /// What is wrong, with the spec section.
     pub message: String,
+    /// How to fix it in the component: what to change in `describe`, and
+    /// the guest SDK helper that does it when there is one.
+    pub fix: String,
+}
+
+/// `error [rule] message`, then `fix: …` on an indented line: the form
+/// `pilotage language check`, an upload refusal and `serve --language` print.
+impl std::fmt::Display for LintFinding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let severity = match self.severity {
+            LintSeverity::Error => "error",
+            LintSeverity::Warning => "warning",
+        };
+        write!(f, "{severity} [{}] {}\n    fix: {}", self.rule, self.message, self.fix)
+    }
 }
 
 /// Names a Language may not use for its program argument: they are the
@@ -54,7 +69,7 @@ pub const RESERVED_ARGUMENTS: [&str; 11] = [
 pub fn lint(description: &LanguageDescription) -> Vec<LintFinding> {
     let mut findings = Vec::new();
     let mut error = |rule: &'static str, message: String| {
-        findings.push(LintFinding { severity: LintSeverity::Error, rule, message });
+        findings.push(LintFinding { severity: LintSeverity::Error, rule, message, fix: fix_for(rule).to_owned() });
     };
 
     // Identity (Part II §3.3).
@@ -87,7 +102,7 @@ pub fn lint(description: &LanguageDescription) -> Vec<LintFinding> {
                 None => error(
                     "run-statuses",
                     format!(
-                        "the run-status set lacks '{status}' (reserved by Part II §5.7 or reported by the platform)"
+                        "the run-status set lacks '{status}', reserved by Pilotage or reported by the platform (Part II §5.7)"
                     ),
                 ),
                 Some(info) if info.ok != (*status == SUCCESS) => {
@@ -193,13 +208,16 @@ pub fn lint(description: &LanguageDescription) -> Vec<LintFinding> {
             error("guide-version", format!("guide '{}' has an empty version (Part II §5.2)", guide.guide.id));
         }
         if guide.body.is_empty() {
-            error("guide-body", format!("guide '{}' has an empty body", guide.guide.id));
+            error("guide-body", format!("guide '{}' has an empty body (Part II §5.2)", guide.guide.id));
         }
         for topic in guide.topic_bodies.keys() {
             if !guide.guide.topics.contains(topic) {
                 error(
                     "guide-topics",
-                    format!("guide '{}' has a body for topic '{topic}' it does not list", guide.guide.id),
+                    format!(
+                        "guide '{}' has a body for topic '{topic}' it does not list (Part II §5.2)",
+                        guide.guide.id
+                    ),
                 );
             }
         }
@@ -223,6 +241,7 @@ pub fn lint(description: &LanguageDescription) -> Vec<LintFinding> {
             findings.push(LintFinding {
                 severity: LintSeverity::Warning,
                 rule: "core-guide-size",
+                fix: fix_for("core-guide-size").to_owned(),
                 message: format!(
                     "core guide '{}' is {} bytes; it should be at most {CORE_GUIDE_MAX_BYTES} (Part II §5.2)",
                     core.guide.id, core.guide.size_bytes
@@ -232,6 +251,55 @@ pub fn lint(description: &LanguageDescription) -> Vec<LintFinding> {
     }
     findings.sort_by_key(|finding| finding.severity);
     findings
+}
+
+/// How to fix a finding of `rule`, said in terms of the WIT world's
+/// `language-info` and the guest SDK (`guest-sdk/src/closed_sets.rs`);
+/// `docs/writing-a-language.md` walks through each.
+pub fn fix_for(rule: &str) -> &'static str {
+    match rule {
+        "identifier" => {
+            "set `name` to family/version, e.g. \"recipe/v1\"; bump the version when programs may change meaning"
+        }
+        "program-argument" => {
+            "set `program-argument` to a name of your own, e.g. the family (\"recipe\"), not a reserved loop-tool member"
+        }
+        "reserved-codes" => {
+            "build `diagnostic-codes` with closed_sets::diagnostic_codes(&OWN), which adds constraint, input_binding and context_binding"
+        }
+        "run-statuses" => {
+            "build `run-statuses` with closed_sets::run_statuses(&OWN), which adds the reserved and platform statuses with the right ok values"
+        }
+        "step-statuses" => {
+            "list at least the step statuses your trace emits, e.g. closed_sets::step_statuses(&[(\"success\", true, true, …), (\"error\", false, true, …)])"
+        }
+        "trace-obligation" => "set `trace` to full (or summary) when `features.execute` is true",
+        "closed-sets" => "remove the duplicate from its table: every closed set lists each value once",
+        "risk-consistency" => {
+            "make the level's hints match its name: a read-only level has readOnly true and destructive false; only a destructive level sets destructive"
+        }
+        "entry-kinds" => {
+            "list the catalog entry kinds programs may reference (closed_sets::entry_kinds), or set `features.catalog` false"
+        }
+        "risk-levels" => "list the risk levels plans use (closed_sets::risk_levels), or set `features.catalog` false",
+        "context-schema" => {
+            "give `context-schema` as the JSON text of a JSON Schema object, or none when programs take no context"
+        }
+        "core-guide" => "add a guide of level core: the grammar in brief and one runnable example (closed_sets::guide)",
+        "closed-sets-guide" => {
+            "render exactly one closed-sets guide with closed_sets::render(id, &info, &prose) after filling every set, so it lists them all"
+        }
+        "guide-version" => "give every guide a version; closed_sets::guide derives one from the body",
+        "guide-body" => "give every guide a non-empty body",
+        "guide-topics" => "list the topic in the guide's `topics`, or drop its topic body",
+        "capabilities" => {
+            "make `features` consistent (Part II §4.3): execute needs a trace ceiling; test-run needs deploy or both; plan and catalog as the engine really supports"
+        }
+        "core-guide-size" => {
+            "move detail out of the core guide into a reference or examples guide; keep core under 8 KiB"
+        }
+        _ => "see the spec section the message names",
+    }
 }
 
 /// Whether any finding is an error.

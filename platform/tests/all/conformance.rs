@@ -378,6 +378,37 @@ async fn run_sql_vectors(backend: Backend) {
     server.stop().await;
 }
 
+/// The example Language's component (docs/writing-a-language.md).
+pub fn recipe_component() -> std::path::PathBuf {
+    std::path::PathBuf::from(concat!(env!("PILOTAGE_GUEST_DIR"), "/recipe.wasm"))
+}
+
+/// Runs `binding`'s vectors and completeness gate against the demo tenant of
+/// a server serving `component` as a Language file (`serve --language`),
+/// as a Language author's own component would be checked.
+pub async fn run_language_file_vectors(component: std::path::PathBuf, binding: &Binding, passed_at_least: usize) {
+    let mut settings = settings(Backend::Sqlite).await;
+    settings.retention = "PT1H".to_owned();
+    settings.bounds.execution.wall_time_ms = 1_500;
+    settings.request_timeout_ms = 12_000;
+    settings.languages = vec![component];
+    let server = server(settings).await;
+    let operator = InProcess { server: &server, edits: AtomicU64::new(0) };
+    let connection = Connection::http(&server.mcp_url(), None).await.unwrap();
+    let runner = Runner::new(&connection, binding, schema_document(), Some(&operator)).await.unwrap();
+    assert_results(Backend::Sqlite, &runner.run_all(&vectors()).await, passed_at_least);
+    let (codes, statuses) = declared_sets(&server.platform.tenant("demo").unwrap(), &binding.language);
+    let gaps = runner.completeness(&codes, &statuses).await;
+    assert!(gaps.is_empty(), "the completeness gate found gaps:\n{}", gaps.join("\n"));
+    connection.close().await;
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_vectors_pass_for_the_example_language_served_from_its_file() {
+    run_language_file_vectors(recipe_component(), &binding("recipe.json"), 40).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_vectors_pass_for_workflow_on_sqlite() {
     run_workflow_vectors(Backend::Sqlite).await;

@@ -11,6 +11,8 @@ mod hardening_jsonrpc;
 mod hardening_sessions;
 mod idempotency_lease;
 mod interop;
+mod language_authoring;
+mod language_loop;
 mod main_job;
 mod mcp_server;
 mod protocol_schema;

@@ -78,6 +78,7 @@ pub fn write(dir: &Path, name: &str, sdk: &Path) -> Result<Vec<&'static str>, Te
             &format!("{name}/v1, made by `pilotage language new` from the example of"),
         )
         .replace("recipe/v1", &format!("{name}/v1"))
+        .replace("\"Recipes: ", &format!("\"{name}/v1: "))
         .replace("program_argument: \"recipe\"", &format!("program_argument: \"{name}\""))
         .replace("\"recipe-", &format!("\"{name}-"))
         .replace("```json recipe", &format!("```json {name}"))
@@ -92,7 +93,7 @@ pub fn write(dir: &Path, name: &str, sdk: &Path) -> Result<Vec<&'static str>, Te
         ("guides/core.md", rename(CORE_GUIDE)),
         ("conformance.json", rename(BINDING)),
         ("README.md", readme(name)),
-        (".gitignore", "/target\n".to_owned()),
+        (".gitignore", "/target\n/.pilotage\n".to_owned()),
     ];
     for (file, text) in &files {
         let path = dir.join(file);
@@ -145,7 +146,7 @@ tutorial explains every part of `src/lib.rs`.
     cargo build --release --target wasm32-wasip2            # the component
     pilotage language check target/wasm32-wasip2/release/{file}.wasm
     pilotage serve --language target/wasm32-wasip2/release/{file}.wasm
-    pilotage conformance http://127.0.0.1:8480/mcp --binding conformance.json
+    pilotage conformance --endpoint http://127.0.0.1:8480/mcp --language {name}/v1 --binding conformance.json
 
 `serve --language` reloads the component when the file changes: rebuild and
 retry from any MCP client. `conformance.json` binds the spec's vectors to this
@@ -182,6 +183,7 @@ mod tests {
         let lib = std::fs::read_to_string(dir.join("src/lib.rs")).unwrap();
         assert!(lib.contains("name: \"greet-me/v1\"") && lib.contains("program_argument: \"greet-me\""));
         assert!(!lib.contains("recipe/v1\"") && lib.contains("\"greet-me-core\""));
+        assert!(lib.contains("title: \"greet-me/v1: calls to catalog entries"), "the title names the Language");
         let binding = std::fs::read_to_string(dir.join("conformance.json")).unwrap();
         assert!(binding.contains("\"validate_greet_me\"") && binding.contains("\"greet-me/v1\""));
         assert!(!binding.contains("recipe"), "the binding still names recipe");

@@ -15,34 +15,18 @@
 //! (never a silent skip).
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use crate::endpoint::{Backend, server, settings};
+use crate::support::{repository, run};
 
 /// Longest time one client script may take; each normally finishes in a
 /// few seconds.
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(90);
-
-/// The repository root (the scripts' paths are relative to it).
-fn repository() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the platform crate sits in the workspace").to_path_buf()
-}
-
-/// Runs `program args` from the repository root, output shown (an
-/// install's progress and errors belong in the test's log).
-fn run(program: &str, args: &[&str]) -> Result<(), String> {
-    let status = Command::new(program)
-        .args(args)
-        .current_dir(repository())
-        .stdin(Stdio::null())
-        .status()
-        .map_err(|error| format!("{program} cannot be started: {error}"))?;
-    if status.success() { Ok(()) } else { Err(format!("{program} {} exited with {status}", args.join(" "))) }
-}
 
 /// The TypeScript SDK client's dependencies, installed with `npm ci` when
 /// missing or older than the lock file. Returns the program to run it.

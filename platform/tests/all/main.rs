@@ -12,6 +12,7 @@ mod hardening_sessions;
 mod idempotency_lease;
 mod interop;
 mod language_authoring;
+mod language_js;
 mod language_loop;
 mod main_job;
 mod mcp_server;

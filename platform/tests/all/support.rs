@@ -146,3 +146,24 @@ pub async fn spawn_serving(command: &mut tokio::process::Command) -> (tokio::pro
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     (child, url)
 }
+
+/// The repository root (the paths of installs, builds and scripts run by
+/// the tests are relative to it).
+pub fn repository() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("the platform crate sits in the workspace").to_path_buf()
+}
+
+/// Runs `program args` from the repository root, output shown (an
+/// install's or a build's progress and errors belong in the test's log).
+///
+/// # Errors
+/// A message when the program cannot start or exits unsuccessfully.
+pub fn run(program: &str, args: &[&str]) -> Result<(), String> {
+    let status = std::process::Command::new(program)
+        .args(args)
+        .current_dir(repository())
+        .stdin(std::process::Stdio::null())
+        .status()
+        .map_err(|error| format!("{program} cannot be started: {error}"))?;
+    if status.success() { Ok(()) } else { Err(format!("{program} {} exited with {status}", args.join(" "))) }
+}

@@ -51,31 +51,12 @@ fn typescript_sdk() -> &'static str {
 /// Python SDK, created and filled from `requirements.txt` when it lacks
 /// it.
 fn python_sdk() -> String {
-    let venv = repository().join("target/interop-py");
-    let python = venv.join("bin/python3");
-    let python_text = python.display().to_string();
-    let ready = || run(&python_text, &["-c", "import mcp.client.streamable_http"]).is_ok();
-    if !ready() {
-        let venv_text = venv.display().to_string();
-        run("python3", &["-m", "venv", &venv_text])
-            .and_then(|()| {
-                run(
-                    &python_text,
-                    &[
-                        "-m",
-                        "pip",
-                        "install",
-                        "--quiet",
-                        "--disable-pip-version-check",
-                        "-r",
-                        "tests/interop/py/requirements.txt",
-                    ],
-                )
-            })
-            .unwrap_or_else(|error| panic!("installing the Python MCP SDK failed: {error} (needs Python 3 with venv)"));
-        assert!(ready(), "the Python MCP SDK is not importable from {python_text} after installing it");
-    }
-    python_text
+    crate::support::python_venv(
+        "target/interop-py",
+        "tests/interop/py/requirements.txt",
+        "mcp.client.streamable_http",
+        "the Python MCP SDK",
+    )
 }
 
 /// What a client script reported.

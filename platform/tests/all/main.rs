@@ -9,6 +9,7 @@ mod engine_bounds;
 mod hardening_edge;
 mod hardening_jsonrpc;
 mod hardening_sessions;
+mod helm;
 mod idempotency_lease;
 mod interop;
 mod language_authoring;

@@ -167,3 +167,23 @@ pub fn run(program: &str, args: &[&str]) -> Result<(), String> {
         .map_err(|error| format!("{program} cannot be started: {error}"))?;
     if status.success() { Ok(()) } else { Err(format!("{program} {} exited with {status}", args.join(" "))) }
 }
+
+/// The Python of a virtual environment at `venv` (relative to the
+/// repository), created and filled from the `requirements` file when
+/// `import` fails in it: the tests install what they need into the
+/// checkout on first use. `what` names the packages in failure messages.
+pub fn python_venv(venv: &str, requirements: &str, import: &str, what: &str) -> String {
+    let venv = repository().join(venv);
+    let python = venv.join("bin/python3").display().to_string();
+    let ready = || run(&python, &["-c", &format!("import {import}")]).is_ok();
+    if !ready() {
+        let venv_text = venv.display().to_string();
+        run("python3", &["-m", "venv", &venv_text])
+            .and_then(|()| {
+                run(&python, &["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r", requirements])
+            })
+            .unwrap_or_else(|error| panic!("installing {what} failed: {error} (needs Python 3 with venv)"));
+        assert!(ready(), "{what} is not importable from {python} after installing it");
+    }
+    python
+}

@@ -239,6 +239,13 @@ impl Engine {
         self.inner.code_loads.load(Ordering::SeqCst)
     }
 
+    /// The loaded component whose bytes have this SHA-256 (hex), when one
+    /// is loaded on this engine and still in use: the same shared handle
+    /// [`Engine::load`] would return for those bytes, without needing them.
+    pub fn loaded(&self, sha256: &str) -> Option<Component> {
+        self.shared(sha256)
+    }
+
     /// The loaded component for these bytes when one is still in use.
     fn shared(&self, sha256: &str) -> Option<Component> {
         let loaded = self.inner.loaded.lock().unwrap_or_else(std::sync::PoisonError::into_inner);

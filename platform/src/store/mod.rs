@@ -5,10 +5,12 @@
 //! records at the recorded trace level), `idempotency_keys` (claimed
 //! atomically by conditional insert, each with its Run, owner and lease),
 //! `promoted_programs` (immutable
-//! bodies and their baselines), `tenants`, `languages`, `catalog_entries`,
-//! `secrets`, `data_sources` (URLs sealed), `audit_log`. Every row carries
-//! its tenant. Times are
-//! milliseconds since the Unix epoch.
+//! bodies and their baselines), `tenants`, `languages` (versions, naming
+//! their component by SHA-256), `components` (each component's bytes once,
+//! whoever uploaded them), `catalog_entries`, `secrets`, `data_sources`
+//! (URLs sealed), `audit_log`, `run_bytes` (each tenant's stored run bytes,
+//! kept by triggers on `runs` for the quota). Every row but a component's
+//! carries its tenant. Times are milliseconds since the Unix epoch.
 
 use std::borrow::Cow;
 use std::path::Path;
@@ -177,6 +179,8 @@ fn migrator(backend: Backend) -> Migrator {
             ),
             migration(3, "data sources", include_str!("../../../migrations/sqlite/0003_data_sources.sql")),
             migration(4, "idempotency leases", include_str!("../../../migrations/sqlite/0004_idempotency_leases.sql")),
+            migration(5, "run bytes", include_str!("../../../migrations/sqlite/0005_run_bytes.sql")),
+            migration(6, "components", include_str!("../../../migrations/sqlite/0006_components.sql")),
         ],
         Backend::Postgres => vec![
             migration(
@@ -195,6 +199,8 @@ fn migrator(backend: Backend) -> Migrator {
                 "idempotency leases",
                 include_str!("../../../migrations/postgres/0004_idempotency_leases.sql"),
             ),
+            migration(5, "run bytes", include_str!("../../../migrations/postgres/0005_run_bytes.sql")),
+            migration(6, "components", include_str!("../../../migrations/postgres/0006_components.sql")),
         ],
     };
     Migrator { migrations: Cow::Owned(migrations), ..Migrator::DEFAULT }
@@ -599,21 +605,58 @@ impl Store {
         .bind(tenant)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(PromotedRow {
-                    tenant: row.try_get("tenant")?,
-                    program_ref: row.try_get("program_ref")?,
-                    language: row.try_get("language")?,
-                    entry: row.try_get("entry")?,
-                    body: row.try_get("body")?,
-                    baseline: row.try_get("baseline")?,
-                    promoter: row.try_get("promoter")?,
-                    created_at: row.try_get("created_at")?,
-                })
-            })
-            .collect()
+        rows.iter().map(promoted_row).collect()
     }
+
+    /// Every promoted program of every tenant, by tenant then reference
+    /// (start-up reads them in one query, not one per tenant).
+    ///
+    /// # Errors
+    /// [`StoreError`] when the read fails.
+    pub async fn promoted_all(&self) -> Result<Vec<PromotedRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT tenant, program_ref, language, entry, body, baseline, promoter, created_at FROM promoted_programs ORDER BY tenant, program_ref",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(promoted_row).collect()
+    }
+}
+
+fn promoted_row(row: &AnyRow) -> Result<PromotedRow, StoreError> {
+    Ok(PromotedRow {
+        tenant: row.try_get("tenant")?,
+        program_ref: row.try_get("program_ref")?,
+        language: row.try_get("language")?,
+        entry: row.try_get("entry")?,
+        body: row.try_get("body")?,
+        baseline: row.try_get("baseline")?,
+        promoter: row.try_get("promoter")?,
+        created_at: row.try_get("created_at")?,
+    })
+}
+
+fn language_row(row: &AnyRow) -> Result<LanguageRow, StoreError> {
+    Ok(LanguageRow {
+        tenant: row.try_get("tenant")?,
+        name: row.try_get("name")?,
+        sha256: row.try_get("sha256")?,
+        lint: row.try_get("lint")?,
+        active: row.try_get::<i64, _>("active")? != 0,
+        uploaded_by: row.try_get("uploaded_by")?,
+        created_at: row.try_get("created_at")?,
+    })
+}
+
+fn data_source_row(row: &AnyRow) -> Result<DataSourceRow, StoreError> {
+    Ok(DataSourceRow {
+        tenant: row.try_get("tenant")?,
+        name: row.try_get("name")?,
+        spec: row.try_get("spec")?,
+        nonce: row.try_get("nonce")?,
+        sealed_url: row.try_get("sealed_url")?,
+        updated_at: row.try_get("updated_at")?,
+    })
 }
 
 /// A stored tenant.
@@ -638,10 +681,9 @@ pub struct LanguageRow {
     pub tenant: String,
     /// The Language identifier.
     pub name: String,
-    /// SHA-256 of the component.
+    /// SHA-256 of the component (hex); its bytes are in `components`
+    /// ([`Store::component_bytes`]), stored once whoever uploaded them.
     pub sha256: String,
-    /// The component's bytes.
-    pub component: Vec<u8>,
     /// The lint findings at upload (JSON).
     pub lint: String,
     /// Whether this version is the one served.
@@ -759,30 +801,80 @@ impl Store {
         ] {
             sqlx::query(statement).bind(tenant).execute(&mut *transaction).await?;
         }
+        // Components no other tenant serves or keeps go with it.
+        sqlx::query(
+            "DELETE FROM components WHERE NOT EXISTS (SELECT 1 FROM languages WHERE languages.sha256 = components.sha256)",
+        )
+        .execute(&mut *transaction)
+        .await?;
         transaction.commit().await?;
         Ok(())
     }
 
-    /// Stores an uploaded component (a no-op when the same bytes exist).
+    /// Stores an uploaded version of a Language: its row, and its
+    /// component `bytes` under `row.sha256` unless those bytes are already
+    /// stored (for any tenant). A no-op when the tenant already has this
+    /// version.
+    ///
+    /// `row.sha256` must be the SHA-256 of `bytes` (the caller loaded them).
     ///
     /// # Errors
-    /// [`StoreError`] when the write fails.
-    pub async fn language_insert(&self, row: &LanguageRow) -> Result<(), StoreError> {
+    /// [`StoreError`] when a write fails (nothing is stored then).
+    pub async fn language_insert(&self, row: &LanguageRow, bytes: &[u8]) -> Result<(), StoreError> {
+        let insert_component = "INSERT INTO components (sha256, bytes) VALUES ($1, $2) ON CONFLICT (sha256) DO NOTHING";
+        let mut transaction = self.pool.begin().await?;
+        sqlx::query(insert_component).bind(&row.sha256).bind(bytes.to_vec()).execute(&mut *transaction).await?;
         sqlx::query(
-            "INSERT INTO languages (tenant, name, sha256, component, lint, active, uploaded_by, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (tenant, name, sha256) DO NOTHING",
+            "INSERT INTO languages (tenant, name, sha256, lint, active, uploaded_by, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (tenant, name, sha256) DO NOTHING",
         )
         .bind(&row.tenant)
         .bind(&row.name)
         .bind(&row.sha256)
-        .bind(row.component.clone())
         .bind(&row.lint)
         .bind(i64::from(row.active))
         .bind(&row.uploaded_by)
         .bind(row.created_at)
-        .execute(&self.pool)
+        .execute(&mut *transaction)
         .await?;
+        transaction.commit().await?;
+        // Another replica deleting its last tenant using these bytes may
+        // have removed them between our insert (a no-op on an existing
+        // row) and our commit; our row now keeps them, so storing them
+        // again cannot be undone by a later deletion.
+        if self.component_bytes(&row.sha256).await?.is_none() {
+            sqlx::query(insert_component).bind(&row.sha256).bind(bytes.to_vec()).execute(&self.pool).await?;
+        }
         Ok(())
+    }
+
+    /// The bytes of a stored component, by its SHA-256 (hex).
+    ///
+    /// # Errors
+    /// [`StoreError`] when the read fails.
+    pub async fn component_bytes(&self, sha256: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let row = sqlx::query("SELECT bytes FROM components WHERE sha256 = $1")
+            .bind(sha256)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(match row {
+            Some(row) => Some(row.try_get("bytes")?),
+            None => None,
+        })
+    }
+
+    /// The served version of every tenant's Languages, by tenant then name
+    /// (start-up reads them in one query, not one per tenant).
+    ///
+    /// # Errors
+    /// [`StoreError`] when the read fails.
+    pub async fn languages_active(&self) -> Result<Vec<LanguageRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT tenant, name, sha256, lint, active, uploaded_by, created_at FROM languages WHERE active <> 0 ORDER BY tenant, name",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(language_row).collect()
     }
 
     /// Makes one version of a Language the served one.
@@ -827,25 +919,12 @@ impl Store {
     /// [`StoreError`] when the read fails.
     pub async fn languages_of_tenant(&self, tenant: &str) -> Result<Vec<LanguageRow>, StoreError> {
         let rows = sqlx::query(
-            "SELECT tenant, name, sha256, component, lint, active, uploaded_by, created_at FROM languages WHERE tenant = $1 ORDER BY name, created_at",
+            "SELECT tenant, name, sha256, lint, active, uploaded_by, created_at FROM languages WHERE tenant = $1 ORDER BY name, created_at",
         )
         .bind(tenant)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(LanguageRow {
-                    tenant: row.try_get("tenant")?,
-                    name: row.try_get("name")?,
-                    sha256: row.try_get("sha256")?,
-                    component: row.try_get("component")?,
-                    lint: row.try_get("lint")?,
-                    active: row.try_get::<i64, _>("active")? != 0,
-                    uploaded_by: row.try_get("uploaded_by")?,
-                    created_at: row.try_get("created_at")?,
-                })
-            })
-            .collect()
+        rows.iter().map(language_row).collect()
     }
 
     /// Inserts or replaces catalog entries (each a JSON `StoredEntry`).
@@ -897,6 +976,17 @@ impl Store {
             .fetch_all(&self.pool)
             .await?;
         rows.iter().map(|row| Ok(row.try_get::<String, _>("stored")?)).collect()
+    }
+
+    /// Every stored catalog entry of every tenant, as (tenant, JSON
+    /// `StoredEntry`), by tenant then id (start-up reads them in one query).
+    ///
+    /// # Errors
+    /// [`StoreError`] when the read fails.
+    pub async fn catalog_all(&self) -> Result<Vec<(String, String)>, StoreError> {
+        let rows =
+            sqlx::query("SELECT tenant, stored FROM catalog_entries ORDER BY tenant, id").fetch_all(&self.pool).await?;
+        rows.iter().map(|row| Ok((row.try_get("tenant")?, row.try_get("stored")?))).collect()
     }
 
     /// Stores an encrypted secret.
@@ -997,18 +1087,20 @@ impl Store {
         .bind(tenant)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(DataSourceRow {
-                    tenant: row.try_get("tenant")?,
-                    name: row.try_get("name")?,
-                    spec: row.try_get("spec")?,
-                    nonce: row.try_get("nonce")?,
-                    sealed_url: row.try_get("sealed_url")?,
-                    updated_at: row.try_get("updated_at")?,
-                })
-            })
-            .collect()
+        rows.iter().map(data_source_row).collect()
+    }
+
+    /// Every data source of every tenant, by tenant then name (start-up).
+    ///
+    /// # Errors
+    /// [`StoreError`] when the read fails.
+    pub async fn data_sources_all(&self) -> Result<Vec<DataSourceRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT tenant, name, spec, nonce, sealed_url, updated_at FROM data_sources ORDER BY tenant, name",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(data_source_row).collect()
     }
 
     /// Deletes a data source.
@@ -1063,18 +1155,22 @@ impl Store {
             .collect()
     }
 
-    /// Bytes of stored run records of a tenant (for the quota).
+    /// Bytes of stored run records of a tenant (for the quota): the total
+    /// the `runs` triggers keep in `run_bytes` (migration 5), one key
+    /// lookup whatever the number of runs stored; 0 for a tenant that never
+    /// stored one.
     ///
     /// # Errors
     /// [`StoreError`] when the read fails.
     pub async fn run_bytes_of_tenant(&self, tenant: &str) -> Result<i64, StoreError> {
-        // PostgreSQL sums BIGINT into NUMERIC, which the Any driver does not
-        // read: cast it back.
-        let row = sqlx::query("SELECT CAST(COALESCE(SUM(bytes), 0) AS BIGINT) AS n FROM runs WHERE tenant = $1")
+        let row = sqlx::query("SELECT bytes FROM run_bytes WHERE tenant = $1")
             .bind(tenant)
-            .fetch_one(&self.pool)
+            .fetch_optional(&self.pool)
             .await?;
-        Ok(row.try_get::<i64, _>("n")?)
+        Ok(match row {
+            Some(row) => row.try_get::<i64, _>("bytes")?,
+            None => 0,
+        })
     }
 
     /// Run records of a tenant with filters, newest first (operators).

@@ -733,3 +733,61 @@ async fn a_stateless_client_hears_tool_list_changes_through_subscriptions_listen
     client.cancel().await.unwrap();
     server.stop().await;
 }
+
+/// The stored-bytes quota (`max_stored_run_bytes`) counts exactly the
+/// records a tenant keeps, from the per-tenant total the store's triggers
+/// maintain: every stored Run adds its record's bytes, expiry and deletion
+/// take them off, and once the total reaches the quota a retained execute
+/// is refused (`bounds_exceeded`) while `store: false` still runs.
+async fn stored_run_bytes_follow_the_records(backend: Backend) {
+    let server = server(settings(backend).await).await;
+    let client = client(&server.mcp_url()).await;
+    let store = server.platform.store();
+    let summed = async || -> i64 {
+        let rows = store.runs_filtered("demo", None, None, 10_000).await.unwrap();
+        rows.iter().map(|row| row.record.len() as i64).sum()
+    };
+    assert_eq!(store.run_bytes_of_tenant("demo").await.unwrap(), 0, "no run stored yet");
+    let stored = json!({"workflow": spec_program(), "input": {"userId": "42"}, "store": true});
+    for _ in 0..3 {
+        ok(&client, "run_workflow", stored.clone()).await;
+    }
+    let total = store.run_bytes_of_tenant("demo").await.unwrap();
+    assert!(total > 0);
+    assert_eq!(total, summed().await, "the kept total is the sum of the stored records");
+    assert_eq!(store.run_bytes_of_tenant("nobody").await.unwrap(), 0);
+
+    // A quota at the current total refuses the next retained execute and
+    // lets an unstored one run.
+    let tenant = server.platform.tenant("demo").unwrap();
+    tenant.set_quotas(pilotage_platform::service::Quotas { max_stored_run_bytes: total as u64, ..tenant.quotas() });
+    let refused = request_error(&client, "run_workflow", stored.clone()).await;
+    assert_eq!(refused["error"]["kind"], "bounds_exceeded");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("max_stored_run_bytes"));
+    let unstored =
+        ok(&client, "run_workflow", json!({"workflow": spec_program(), "input": {"userId": "42"}, "store": false}))
+            .await;
+    assert_eq!(unstored["outcome"]["status"], "success");
+    assert_eq!(store.run_bytes_of_tenant("demo").await.unwrap(), total, "neither call stored anything");
+
+    // Expiry and session end free the bytes (which one applies depends on
+    // the retention default), and the quota lets a retained execute in again.
+    store.sweep(i64::MAX).await.unwrap();
+    store.runs_delete_all_session_bound().await.unwrap();
+    assert_eq!(store.run_bytes_of_tenant("demo").await.unwrap(), 0);
+    assert_eq!(summed().await, 0);
+    ok(&client, "run_workflow", stored).await;
+    assert_eq!(store.run_bytes_of_tenant("demo").await.unwrap(), summed().await);
+    client.cancel().await.unwrap();
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stored_run_bytes_on_sqlite() {
+    stored_run_bytes_follow_the_records(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stored_run_bytes_on_postgres() {
+    stored_run_bytes_follow_the_records(Backend::Postgres).await;
+}

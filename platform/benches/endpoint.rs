@@ -24,9 +24,11 @@
 //!   a validate), which makes three HTTP invocations of the demo capability
 //!   service;
 //! - `endpoint/execute_10_step_3_http`: the same with the retention default,
-//!   so the Run record is stored. Its cost grows with the runs the tenant
-//!   has stored (the stored-bytes quota check sums them on every execute),
-//!   so the stored-run count before and after is printed.
+//!   so the Run record is stored (the stored-run count before and after is
+//!   printed). The stored-bytes quota check reads one per-tenant total, so
+//!   the cost must not grow with the runs kept: after the interleaved
+//!   ratios, execute stored ÷ unstored is measured again once
+//!   `PILOTAGE_BENCH_STORED_RUNS` (20,000) more runs are stored.
 //!
 //! The ratio figures (validate ÷ manifest, execute ÷ manifest) come from an
 //! interleaved loop on the same server and connection, so every kind of
@@ -289,6 +291,63 @@ async fn interleaved_ratios(
     );
 }
 
+/// Adds `count` stored runs to the demo tenant (records of about 2 KB,
+/// written through the store as a retained execute writes them).
+async fn add_stored_runs(server: &Server, count: usize) {
+    let now =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("after 1970").as_millis() as i64;
+    let record = json!({"run_id": "filler", "outcome": {"ok": true, "status": "success", "error": null},
+                        "output": {"text": "x".repeat(2_000)}, "trace": {"steps": []}})
+    .to_string();
+    for index in 0..count {
+        let row = pilotage_platform::store::RunRow {
+            run_id: format!("filler-{}-{index}", std::process::id()),
+            tenant: "demo".to_owned(),
+            subject: "filler".to_owned(),
+            language: "workflow/v1".to_owned(),
+            session_id: None,
+            recorded_level: "full".to_owned(),
+            record: record.clone(),
+            created_at: now,
+            expires_at: Some(now + 3_600_000),
+        };
+        server.platform.store().run_insert(&row).await.expect("a run is stored");
+    }
+}
+
+/// Execute stored ÷ execute unstored, interleaved, at the tenant's current
+/// number of stored runs and again after `PILOTAGE_BENCH_STORED_RUNS`
+/// (default 20,000) more: the stored-bytes quota check must not grow with
+/// the runs a tenant keeps (issue: performance).
+async fn stored_ratio_by_runs(server: &Server, connection: &Connection) {
+    const ROUNDS: usize = 200;
+    let more = std::env::var("PILOTAGE_BENCH_STORED_RUNS").ok().and_then(|s| s.parse().ok()).unwrap_or(20_000);
+    for pass in 0..2 {
+        if pass == 1 {
+            add_stored_runs(server, more).await;
+        }
+        let runs = stored_runs(server).await;
+        let mut unstored = Vec::with_capacity(ROUNDS);
+        let mut stored = Vec::with_capacity(ROUNDS);
+        for _ in 0..ROUNDS {
+            let started = Instant::now();
+            black_box(tool(connection, "run_workflow", execute_args(Some(false))).await);
+            unstored.push(started.elapsed());
+            let started = Instant::now();
+            black_box(tool(connection, "run_workflow", execute_args(None)).await);
+            stored.push(started.elapsed());
+        }
+        let unstored = spread(&mut unstored)[2];
+        let stored = spread(&mut stored)[2];
+        println!(
+            "execute at {runs} stored runs, medians: unstored {:.1} µs, stored {:.1} µs, stored/unstored = {:.2}",
+            micros(unstored),
+            micros(stored),
+            stored.as_secs_f64() / unstored.as_secs_f64()
+        );
+    }
+}
+
 async fn load(url: &str, duration: Duration, uncached: bool) {
     let mut connections = Vec::with_capacity(CLIENTS);
     for _ in 0..CLIENTS {
@@ -363,6 +422,7 @@ fn main() {
 
     criterion_benches(&mut criterion, &runtime, &server, &connection, &raw);
     runtime.block_on(interleaved_ratios(&server, &connection, &raw));
+    runtime.block_on(stored_ratio_by_runs(&server, &connection));
     let seconds = std::env::var("PILOTAGE_BENCH_LOAD_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(10);
     runtime.block_on(load(&url, Duration::from_secs(seconds), true));
     runtime.block_on(load(&url, Duration::from_secs(seconds), false));

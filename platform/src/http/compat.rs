@@ -243,8 +243,34 @@ const TYPED_METHODS: &[&str] = {
 /// whose params do not fit the method is -32602; a response that does not
 /// fit rmcp's type is -32600.
 fn classify_body(bytes: &[u8]) -> Result<jsonrpc::Message, jsonrpc::EdgeError> {
+    let mut message = jsonrpc::classify(bytes)?;
+    // A tool's arguments are the bulk of a tools/call (a whole program, for
+    // the loop tools), and rmcp's type takes any object there: the typed
+    // check sees an empty object in their place, so it does not copy the
+    // program through serde's buffering of rmcp's untagged enums. The
+    // arguments are put back whatever the outcome.
+    let is_call = message.value.get("method").and_then(Value::as_str) == Some("tools/call");
+    let arguments = message
+        .value
+        .get_mut("params")
+        .filter(|_| is_call)
+        .and_then(Value::as_object_mut)
+        .and_then(|params| params.get_mut("arguments"))
+        .filter(|arguments| arguments.is_object())
+        .map(|arguments| std::mem::replace(arguments, Value::Object(serde_json::Map::new())));
+    let checked = fits_mcp(&message);
+    if let Some(arguments) = arguments
+        && let Some(slot) = message.value.get_mut("params").and_then(|params| params.get_mut("arguments"))
+    {
+        *slot = arguments;
+    }
+    checked.map(|()| message)
+}
+
+/// rmcp's own message type over an accepted JSON-RPC message (see
+/// [`classify_body`]).
+fn fits_mcp(message: &jsonrpc::Message) -> Result<(), jsonrpc::EdgeError> {
     use rmcp::model::{ClientJsonRpcMessage, ClientNotification, ClientRequest};
-    let message = jsonrpc::classify(bytes)?;
     let invalid_params = |method: &str| jsonrpc::EdgeError {
         code: jsonrpc::INVALID_PARAMS,
         message: format!("Invalid params: the params of '{method}' do not fit the MCP method's parameters"),
@@ -255,15 +281,15 @@ fn classify_body(bytes: &[u8]) -> Result<jsonrpc::Message, jsonrpc::EdgeError> {
             ClientRequest::CustomRequest(custom) if TYPED_METHODS.contains(&custom.method.as_str()) => {
                 Err(invalid_params(&custom.method))
             }
-            _ => Ok(message),
+            _ => Ok(()),
         },
         Ok(ClientJsonRpcMessage::Notification(notification)) => match &notification.notification {
             ClientNotification::CustomNotification(custom) if TYPED_METHODS.contains(&custom.method.as_str()) => {
                 Err(invalid_params(&custom.method))
             }
-            _ => Ok(message),
+            _ => Ok(()),
         },
-        Ok(_) => Ok(message),
+        Ok(_) => Ok(()),
         Err(error) => match message.value.get("method").and_then(Value::as_str) {
             Some(method) => Err(invalid_params(method)),
             None => Err(jsonrpc::EdgeError {
@@ -357,10 +383,29 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":5}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#,
             r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":true}}"#,
+            // Arguments that are not an object are checked as they are.
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":[1]}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":"{}"}}"#,
+            // An object of arguments does not hide the rest of the params.
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":5,"arguments":{"a":1}}}"#,
         ] {
             let error = classify_body(body.as_bytes()).unwrap_err();
             assert_eq!(error.code, jsonrpc::INVALID_PARAMS, "{body}");
         }
+    }
+
+    /// The typed check of a tools/call sees an empty object in place of the
+    /// arguments (see `classify_body`); the accepted message still carries
+    /// them exactly as sent.
+    #[test]
+    fn a_tool_call_keeps_its_arguments() {
+        let arguments =
+            json!({"workflow": {"steps": [{"id": "a", "kind": "set", "value": [1, {"b": null}]}]}, "n": 1.5});
+        let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                          "params": {"name": "validate_workflow", "arguments": arguments}});
+        let message = classify_body(body.to_string().as_bytes()).unwrap();
+        assert_eq!(message.value, body);
+        assert_eq!(message.id, json!(9));
     }
 
     #[test]

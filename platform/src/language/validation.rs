@@ -119,6 +119,40 @@ pub struct Validated {
     pub statements: Vec<String>,
     /// What the host corrected.
     pub defects: Vec<EngineDefect>,
+    /// The response as JSON and as JSON text, made on first use.
+    pub rendered: RenderedResponse,
+}
+
+impl Validated {
+    /// [`Validated::response`] as a JSON value and as its JSON text (the
+    /// tool result's `structuredContent` and text block, Part III §6),
+    /// serialized once per result: a validation the cache answers is not
+    /// serialized again (issue: performance).
+    pub fn rendered(&self) -> &(Value, String) {
+        self.rendered.0.get_or_init(|| {
+            let value = serde_json::to_value(&self.response).unwrap_or(Value::Null);
+            let text = value.to_string();
+            (value, text)
+        })
+    }
+}
+
+/// The serialized forms of a [`Validated`]'s response, kept beside it.
+/// Not part of the result's identity: any two compare equal, and a clone
+/// starts empty (it is made again from the clone's own response).
+#[derive(Debug, Default)]
+pub struct RenderedResponse(std::sync::OnceLock<(Value, String)>);
+
+impl Clone for RenderedResponse {
+    fn clone(&self) -> Self {
+        RenderedResponse::default()
+    }
+}
+
+impl PartialEq for RenderedResponse {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 fn bound_or_internal(error: CallError) -> ValidationFailure {
@@ -222,7 +256,14 @@ pub fn validate(
     for defect in &defects {
         tracing::warn!(language = %description.name, defect = %defect.0, "engine defect corrected by the host");
     }
-    Ok(Validated { response, plan: plan.filter(|_| valid), references, statements, defects })
+    Ok(Validated {
+        response,
+        plan: plan.filter(|_| valid),
+        references,
+        statements,
+        defects,
+        rendered: RenderedResponse::default(),
+    })
 }
 
 fn validation_size(result: &crate::engine::bindings::Validation) -> u64 {

@@ -113,6 +113,16 @@ pub fn envelope(result: Result<Value, OpError>) -> Result<CallToolResult, McpErr
     }
 }
 
+/// A successful tool result whose text block is `text`, the JSON text of
+/// `value` already serialized (as [`CallToolResult::structured`] would
+/// make it).
+fn structured_with_text(value: Value, text: String) -> CallToolResult {
+    let mut result = CallToolResult::structured(Value::Null);
+    result.content = vec![rmcp::model::ContentBlock::text(text)];
+    result.structured_content = Some(value);
+    result
+}
+
 impl ServerHandler for PilotageServer {
     fn get_info(&self) -> ServerConfig {
         let mut extensions = ExtensionCapabilities::new();
@@ -216,7 +226,15 @@ impl ServerHandler for PilotageServer {
             ToolRole::Manifest => Ok(operations::discover::manifest(&context)),
             ToolRole::Guide => operations::learn::get_guide(&context, &args),
             ToolRole::Catalog => operations::lookup::catalog(&context, &args),
-            ToolRole::Validate(slot) => operations::validate::validate(&context, &slot, &args).await,
+            ToolRole::Validate(slot) => {
+                return match operations::validate::validate(&context, &slot, &args).await {
+                    Ok(validated) => {
+                        let (value, text) = validated.rendered();
+                        Ok(structured_with_text(value.clone(), text.clone()).into())
+                    }
+                    Err(error) => envelope(Err(error)).map(Into::into),
+                };
+            }
             ToolRole::Execute(slot) => operations::execute::execute(&context, &slot, &args).await,
             ToolRole::Trace(slot) => operations::trace_fetch::trace(&context, &slot, &args).await,
             ToolRole::Promote(slot) => operations::promote::promote(&context, &slot, &args).await,

@@ -78,13 +78,14 @@ fn failure_to_error(failure: ValidationFailure) -> OpError {
     }
 }
 
-/// Serves a validate loop tool.
+/// Serves a validate loop tool: the result, whose `response` is the
+/// tool's `structuredContent` ([`Validated::rendered`] has it serialized).
 ///
 /// # Errors
 /// As [`validated`], plus a structural fault without the program.
-pub async fn validate(context: &Context, slot: &Arc<LanguageSlot>, args: &Value) -> Result<Value, OpError> {
+pub async fn validate(context: &Context, slot: &Arc<LanguageSlot>, args: &Value) -> Result<Arc<Validated>, OpError> {
     let program = program_argument(slot, args)?;
     let snapshot = context.tenant.snapshot(&context.caller.principal, &slot.entry.name);
     let (_, result) = validated(context, slot, program, args.get("context"), &snapshot).await?;
-    Ok(serde_json::to_value(&result.response).unwrap_or(Value::Null))
+    Ok(result)
 }

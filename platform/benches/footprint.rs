@@ -224,6 +224,7 @@ fn idle(runtime: &tokio::runtime::Runtime) {
 async fn write_tenants(dir: &Path, from: u64, count: u64) {
     let store =
         Store::connect(&format!("sqlite:{}", dir.join("pilotage.db").display())).await.expect("the store opens");
+    store.migrate().await.expect("the store's tables exist");
     let bundled: Vec<(&str, &[u8], String)> =
         [("workflow/v1", pilotage_platform::bundled::WORKFLOW), ("sql/postgres-15", pilotage_platform::bundled::SQL)]
             .into_iter()

@@ -26,9 +26,9 @@ use std::sync::{Arc, LazyLock, Mutex};
 
 use serde_json::Value;
 
-/// Compiled validators by the schema's JSON text. Tool schemas are few and
-/// fixed per Language, so compiling each once keeps the check to a walk of
-/// the arguments.
+/// Compiled validators by a key that determines the schema (see
+/// [`check_keyed`]). Tool schemas are few and fixed per Language, so
+/// compiling each once keeps the check to a walk of the arguments.
 static VALIDATORS: LazyLock<Mutex<HashMap<String, Arc<jsonschema::Validator>>>> =
     LazyLock::new(|| Mutex::new(HashMap::new()));
 
@@ -36,21 +36,33 @@ static VALIDATORS: LazyLock<Mutex<HashMap<String, Arc<jsonschema::Validator>>>> 
 /// (Languages come and go, each with its own program argument).
 const MAX_CACHED_SCHEMAS: usize = 256;
 
-fn validator(schema: &Value) -> Result<Arc<jsonschema::Validator>, String> {
-    let key = schema.to_string();
+fn validator(key: &str, schema: impl FnOnce() -> Value) -> Result<Arc<jsonschema::Validator>, String> {
     let mut cache = VALIDATORS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    if let Some(found) = cache.get(&key) {
+    if let Some(found) = cache.get(key) {
         return Ok(found.clone());
     }
-    let compiled = Arc::new(jsonschema::validator_for(schema).map_err(|error| error.to_string())?);
+    let compiled = Arc::new(jsonschema::validator_for(&schema()).map_err(|error| error.to_string())?);
     if cache.len() >= MAX_CACHED_SCHEMAS {
         cache.clear();
     }
-    cache.insert(key, compiled.clone());
+    cache.insert(key.to_owned(), compiled.clone());
     Ok(compiled)
 }
 
-/// Checks `arguments` against `schema`, the `inputSchema` of `tool`.
+/// Checks `arguments` against `schema`, the `inputSchema` of `tool`
+/// (compiled once per distinct schema text).
+///
+/// # Errors
+/// As [`check_keyed`].
+pub fn check(tool: &str, schema: &Value, arguments: &Value) -> Result<(), String> {
+    check_keyed(tool, &schema.to_string(), || schema.clone(), arguments)
+}
+
+/// Checks `arguments` against the `inputSchema` of `tool` that `schema`
+/// builds, compiled once per `key`: the caller's key must determine the
+/// schema (the MCP layer uses the tool's role and, for a loop tool, its
+/// component's SHA-256), so a call neither builds nor serializes the
+/// schema once its validator is compiled (issue: performance).
 ///
 /// # Errors
 /// A message for the JSON-RPC -32602 naming the tool and every violation
@@ -59,8 +71,8 @@ fn validator(schema: &Value) -> Result<Arc<jsonschema::Validator>, String> {
 /// one of ["list","get","changed_since"]`. A schema that does not compile
 /// (a fault of this server, not of the caller) is reported the same way,
 /// and logged.
-pub fn check(tool: &str, schema: &Value, arguments: &Value) -> Result<(), String> {
-    let validator = validator(schema).map_err(|error| {
+pub fn check_keyed(tool: &str, key: &str, schema: impl FnOnce() -> Value, arguments: &Value) -> Result<(), String> {
+    let validator = validator(key, schema).map_err(|error| {
         tracing::error!(%tool, %error, "a tool's input schema does not compile");
         format!("invalid arguments for tool '{tool}': its input schema cannot be checked")
     })?;

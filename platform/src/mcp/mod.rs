@@ -219,7 +219,8 @@ impl ServerHandler for PilotageServer {
         let args = Value::Object(request.arguments.unwrap_or_default());
         // A violation of the tool's own inputSchema is structural: a
         // carrier error before anything runs (Part III §7.1, §4.6).
-        if let Err(message) = arguments::check(&request.name, &tools::input_schema(&role), &args) {
+        let key = tools::input_schema_key(&role);
+        if let Err(message) = arguments::check_keyed(&request.name, &key, || tools::input_schema(&role), &args) {
             return Err(McpError::invalid_params(message, None));
         }
         let result = match role {

@@ -82,6 +82,21 @@ pub fn input_schema(role: &ToolRole) -> Value {
     }
 }
 
+/// A key that determines the `inputSchema` of a tool of `role`: the role,
+/// and for a Language's tools the SHA-256 of its component (each schema is
+/// made from the component's description alone).
+pub fn input_schema_key(role: &ToolRole) -> String {
+    match role {
+        ToolRole::Manifest => "manifest".to_owned(),
+        ToolRole::Guide => "guide".to_owned(),
+        ToolRole::Catalog => "catalog".to_owned(),
+        ToolRole::Validate(slot) => format!("validate {}", slot.component.sha256()),
+        ToolRole::Execute(slot) => format!("execute {}", slot.component.sha256()),
+        ToolRole::Trace(_) => "trace".to_owned(),
+        ToolRole::Promote(slot) => format!("promote {}", slot.component.sha256()),
+    }
+}
+
 fn validate_input(slot: &LanguageSlot) -> Value {
     let argument = &slot.description().program_argument;
     json!({"type": "object", "properties": {
@@ -282,4 +297,40 @@ fn language_tools(tenant: &Tenant, principal: &Principal, slot: &Arc<LanguageSlo
         );
     }
     tools
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{Bounds, Engine};
+    use crate::protocol::retention::Retention;
+
+    /// The key the argument check compiles a schema under determines the
+    /// schema: slots of one component exposed differently get the same key
+    /// and the same schema; different roles get different keys.
+    #[test]
+    fn the_input_schema_key_determines_the_schema() {
+        let engine = Engine::new(Bounds::default(), None).unwrap();
+        let component = engine.load(crate::bundled::WORKFLOW).unwrap();
+        let session = Arc::new(LanguageSlot::new(component.clone(), Retention::Session));
+        let none = Arc::new(LanguageSlot::new(component, Retention::None));
+        let roles = |slot: &Arc<LanguageSlot>| {
+            vec![
+                ToolRole::Manifest,
+                ToolRole::Guide,
+                ToolRole::Catalog,
+                ToolRole::Validate(slot.clone()),
+                ToolRole::Execute(slot.clone()),
+                ToolRole::Trace(slot.clone()),
+                ToolRole::Promote(slot.clone()),
+            ]
+        };
+        let mut keys = std::collections::BTreeSet::new();
+        for (a, b) in roles(&session).iter().zip(roles(&none).iter()) {
+            assert_eq!(input_schema_key(a), input_schema_key(b));
+            assert_eq!(input_schema(a), input_schema(b), "{}", input_schema_key(a));
+            keys.insert(input_schema_key(a));
+        }
+        assert_eq!(keys.len(), 7, "{keys:?}");
+    }
 }

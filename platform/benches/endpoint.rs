@@ -54,8 +54,7 @@ use std::time::{Duration, Instant};
 use criterion::Criterion;
 use pilotage_platform::client::{Connection, Reply};
 use pilotage_platform::config::Settings;
-use pilotage_platform::server::{Server, start};
-use pilotage_platform::service::Quotas;
+use pilotage_platform::server::Server;
 use rmcp::ServiceExt;
 use rmcp::model::{ClientCapabilities, ClientConfig, ClientRequest, Implementation, PingRequest};
 use rmcp::service::RunningService;
@@ -129,11 +128,7 @@ async fn start_server() -> Server {
         },
         ..Settings::default()
     };
-    let _ = std::fs::remove_dir_all(&settings.data_dir);
-    let server = start(settings).await.expect("the server starts");
-    let tenant = server.platform.tenant("demo").expect("the demo tenant");
-    tenant.set_quotas(Quotas { requests_per_second: 1_000_000, max_concurrent_runs: 256, ..Quotas::default() });
-    server
+    workload::start_demo_server(settings).await
 }
 
 /// Checks the workload does what the figures claim: the program is valid,

@@ -34,6 +34,8 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+// Shared with the endpoint and load benches; this one starts no server.
+#[allow(dead_code, reason = "the shared workload module serves benches that use all of it")]
 mod workload;
 
 use std::hint::black_box;

@@ -101,8 +101,7 @@ use hyper::body::{Body, Bytes, Frame, Incoming, SizeHint};
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use pilotage_platform::config::Settings;
-use pilotage_platform::server::{Server, start};
-use pilotage_platform::service::Quotas;
+use pilotage_platform::server::Server;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, JsonObject, ListToolsResult,
     PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
@@ -237,11 +236,7 @@ async fn start_platform(connections: usize) -> Server {
         max_sessions_per_tenant: ceiling,
         ..Settings::default()
     };
-    let _ = std::fs::remove_dir_all(&settings.data_dir);
-    let server = start(settings).await.expect("the server starts");
-    let tenant = server.platform.tenant("demo").expect("the demo tenant");
-    tenant.set_quotas(Quotas { requests_per_second: 1_000_000, max_concurrent_runs: 256, ..Quotas::default() });
-    server
+    workload::start_demo_server(settings).await
 }
 
 // ---------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-//! The workload the `engine` and `endpoint` benchmarks share: a realistic
+//! The workload the `engine`, `endpoint` and `load` benchmarks share: a realistic
 //! 10-step workflow/v1 program against the demo catalog.
 //!
 //! Ten step objects: three `call`s of the demo capability service's
@@ -9,7 +9,21 @@
 //! into one `set` value so callers can make every program text distinct
 //! (the platform caches validation results by program text).
 
+use pilotage_platform::config::Settings;
+use pilotage_platform::server::{Server, start};
+use pilotage_platform::service::Quotas;
 use serde_json::{Value, json};
+
+/// Starts the real server in-process with `settings` (its data folder
+/// emptied first) and raises the demo tenant's quotas so they never cap a
+/// benchmark's load (the endpoint and load benchmarks).
+pub async fn start_demo_server(settings: Settings) -> Server {
+    let _ = std::fs::remove_dir_all(&settings.data_dir);
+    let server = start(settings).await.expect("the server starts");
+    let tenant = server.platform.tenant("demo").expect("the demo tenant");
+    tenant.set_quotas(Quotas { requests_per_second: 1_000_000, max_concurrent_runs: 256, ..Quotas::default() });
+    server
+}
 
 /// The 10-step program; `nonce` only changes a literal.
 pub fn ten_step_program(nonce: u64) -> Value {

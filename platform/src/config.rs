@@ -74,13 +74,15 @@ pub struct Settings {
     /// an idle or trickling connection frees its place within that bound.
     pub max_connections: usize,
     /// An MCP session idle for this many seconds ends (and its
-    /// session-retained runs are deleted). Default 1800.
+    /// session-retained runs are deleted). Default 1800. With replicas on
+    /// PostgreSQL, idle means unused on every replica (`fleet::sessions`).
     pub session_idle_secs: u64,
     /// Most MCP sessions one principal (tenant and subject) may hold open
     /// at once. Default 64 (a busy agent host opening one session per
     /// conversation, with room to spare). Beyond it an `initialize` is
     /// refused with HTTP 429, `Retry-After` and a JSON-RPC error; no
-    /// session is created. Each idle session costs about 120 KB.
+    /// session is created. Each idle session costs about 120 KB. Counted
+    /// per replica (the sessions this process holds).
     pub max_sessions_per_principal: usize,
     /// Most MCP sessions one tenant may hold open at once, over all its
     /// principals. Default 1024 (about 120 MB of idle sessions). Refused

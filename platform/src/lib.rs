@@ -14,6 +14,8 @@
 //! - [`language_watch`]: Language files served for the demo tenant and
 //!   reloaded when they change (`pilotage serve --language`);
 //! - [`run`]: invoking catalog entries over HTTP;
+//! - [`fleet`]: replicas on one PostgreSQL: changes announced and
+//!   followed, MCP sessions any replica restores;
 //! - [`demo_world`]: the demo capability service;
 //! - [`bundled`]: the Languages shipped inside the binary.
 //!
@@ -42,6 +44,7 @@ pub mod datasource;
 pub mod demo;
 pub mod demo_world;
 pub mod engine;
+pub mod fleet;
 pub mod http;
 pub mod language;
 pub mod language_watch;

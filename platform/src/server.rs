@@ -293,11 +293,24 @@ pub async fn start(settings: Settings) -> Result<Server, StartError> {
     let engine = Engine::new(settings.bounds.clone(), Some(settings.data_dir.join("compiled")))?;
     let store = Store::connect(&settings.database_url()).await?;
     store.migrate().await?;
-    // Sessions do not survive a restart; neither do their runs.
-    let dropped = store.runs_delete_all_session_bound().await?;
-    if dropped > 0 {
-        tracing::info!(dropped, "deleted runs of sessions that ended with the last process");
+    // On SQLite, sessions do not survive a restart; neither do their runs.
+    // On PostgreSQL they are the fleet's (fleet::sessions): only those every
+    // replica left idle end, with their runs.
+    let session_idle_ms = (settings.session_idle_secs as i64).saturating_mul(1000);
+    if store.is_shared() {
+        let ended = store.sessions_sweep(now_ms() - session_idle_ms).await?;
+        if ended > 0 {
+            tracing::info!(ended, "ended sessions every replica left idle");
+        }
+    } else {
+        let dropped = store.runs_delete_all_session_bound().await?;
+        if dropped > 0 {
+            tracing::info!(dropped, "deleted runs of sessions that ended with the last process");
+        }
     }
+    // Where this replica starts following the other replicas' changes:
+    // read before the tenants are loaded, so none falls between the two.
+    let changes_from = if store.is_shared() { store.changes_head().await? } else { 0 };
     let principal = Principal {
         tenant: settings.dev_tenant.clone(),
         subject: settings.dev_subject.clone(),
@@ -446,6 +459,18 @@ pub async fn start(settings: Settings) -> Result<Server, StartError> {
                         Ok(deleted) => tracing::info!(deleted, "expired runs and keys deleted"),
                         Err(error) => tracing::error!(%error, "the expiry sweep failed"),
                     }
+                    if sweeper.store().is_shared() {
+                        let store = sweeper.store();
+                        let keep = now_ms() - crate::fleet::changes::KEEP_CHANGES_MS;
+                        if let Err(error) = store.changes_prune(keep).await {
+                            tracing::error!(%error, "pruning the change log failed");
+                        }
+                        match store.sessions_sweep(now_ms() - session_idle_ms).await {
+                            Ok(0) => {}
+                            Ok(ended) => tracing::info!(ended, "ended sessions every replica left idle"),
+                            Err(error) => tracing::error!(%error, "the session sweep failed"),
+                        }
+                    }
                 }
             }
         }
@@ -457,6 +482,15 @@ pub async fn start(settings: Settings) -> Result<Server, StartError> {
         shutdown.clone(),
         std::time::Duration::from_millis(settings.request_timeout_ms),
     )));
+    // Other replicas' changes to tenants are applied here (fleet::changes).
+    if platform.store().is_shared() {
+        tasks.push(tokio::spawn(crate::fleet::changes::follow(
+            platform.clone(),
+            settings.database_url(),
+            changes_from,
+            shutdown.clone(),
+        )));
+    }
     // Data sources' catalogs follow their databases.
     let refresher = platform.clone();
     let token = shutdown.clone();

@@ -80,11 +80,12 @@ impl LanguageSlot {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(default)]
 pub struct Quotas {
-    /// Runs executing at once.
+    /// Runs executing at once, per replica (each replica guards its own
+    /// CPU and memory; see docs/architecture.md "Fleet").
     pub max_concurrent_runs: u32,
-    /// Tool calls per second, averaged over one second.
+    /// Tool calls per second, averaged over one second, per replica.
     pub requests_per_second: u32,
-    /// Bytes of stored run records.
+    /// Bytes of stored run records (counted in the store: fleet-wide).
     pub max_stored_run_bytes: u64,
 }
 

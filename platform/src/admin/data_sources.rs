@@ -25,6 +25,7 @@ use serde_json::json;
 use super::{Admin, AdminBody, AdminState, ApiError, ApiResult, audit, live_tenant, parse_json};
 use crate::datasource::DataSourceError;
 use crate::datasource::attached::{AttachedSource, DataSourceSpec};
+use crate::fleet::changes::{Change, announce};
 use crate::operations::now_ms;
 use crate::service::{Platform, Tenant};
 use crate::store::DataSourceRow;
@@ -141,6 +142,7 @@ pub(super) async fn put(
         updated_at: now_ms(),
     };
     state.platform.store().data_source_put(&row).await?;
+    announce(&state.platform, vec![Change::DataSource { tenant: tenant.clone(), name: name.clone() }]).await;
     audit(&state, &admin, "data_source.put", &format!("{tenant}/{name}"), json!({"target": attached.source.target()}))
         .await;
     let mut answer = attached.describe();
@@ -160,6 +162,7 @@ pub(super) async fn delete(
     if let Some(source) = live.detach_data_source(&name) {
         source.source.pool().close().await;
     }
+    announce(&state.platform, vec![Change::DataSource { tenant: tenant.clone(), name: name.clone() }]).await;
     audit(&state, &admin, "data_source.delete", &format!("{tenant}/{name}"), json!({})).await;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -173,6 +176,8 @@ pub(super) async fn refresh(
     let live = live_tenant(&state, &tenant).await?;
     let source = known(&live, &name)?;
     let report = source.refresh(&live).await.map_err(|error| refused(&error))?;
+    // The other replicas re-attach it and read its database afresh.
+    announce(&state.platform, vec![Change::DataSource { tenant: tenant.clone(), name: name.clone() }]).await;
     let mut answer = source.describe();
     answer["catalog"] = json!(report);
     Ok(Json(answer).into_response())

@@ -33,6 +33,7 @@ use crate::auth::middleware::Authenticator;
 use crate::auth::{ADMIN_SCOPE, AuthMode, TENANT_ADMIN_SCOPE};
 use crate::catalog::StoredEntry;
 use crate::catalog::tenant::ApplyReport;
+use crate::fleet::changes::{Change, announce};
 use crate::language::lint::{LintSeverity, has_errors, lint};
 use crate::operations::now_ms;
 use crate::protocol::catalog::CatalogEntry;
@@ -266,6 +267,7 @@ async fn tenants_create(
     let tenant = state.platform.add_tenant(&row.id);
     if created {
         tenant.set_quotas(quotas);
+        announce(&state.platform, vec![Change::Tenant { tenant: row.id.clone() }]).await;
         audit(&state, &admin, "tenant.create", &row.id, json!({"name": row.name})).await;
     }
     let row = tenant_row(&state, &row.id).await?;
@@ -327,6 +329,7 @@ async fn tenants_patch(
         live.set_disabled(row.disabled);
         live.set_quotas(serde_json::from_str(&row.quotas).unwrap_or_default());
     }
+    announce(&state.platform, vec![Change::Tenant { tenant: tenant.clone() }]).await;
     audit(&state, &admin, "tenant.update", &tenant, json!({"disabled": row.disabled, "name": row.name})).await;
     Ok(Json(tenant_json(&row)).into_response())
 }
@@ -342,6 +345,7 @@ async fn tenants_delete(
     tenant_row(&state, &tenant).await?;
     state.platform.store().tenant_delete(&tenant).await?;
     state.platform.remove_tenant(&tenant);
+    announce(&state.platform, vec![Change::Tenant { tenant: tenant.clone() }]).await;
     audit(&state, &admin, "tenant.delete", &tenant, json!({})).await;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -406,6 +410,7 @@ async fn languages_upload(
     state.platform.store().language_insert(&row, &bytes).await?;
     state.platform.store().language_activate(&tenant, &name, &row.sha256).await?;
     state.platform.install_language(&tenant, component.clone()).await;
+    announce(&state.platform, vec![Change::Language { tenant: tenant.clone(), name: name.clone() }]).await;
     audit(&state, &admin, "language.upload", &tenant, json!({"name": name, "sha256": row.sha256})).await;
     let warnings: Vec<_> = findings.iter().filter(|f| f.severity == LintSeverity::Warning).collect();
     Ok((StatusCode::CREATED, Json(json!({"name": name, "sha256": row.sha256, "active": true, "lint": warnings})))
@@ -481,6 +486,7 @@ async fn languages_activate(
     let component = load_stored(&state.platform, &row.sha256).await.map_err(ApiError::internal)?;
     state.platform.store().language_activate(&tenant, &name, &row.sha256).await?;
     state.platform.install_language(&tenant, component).await;
+    announce(&state.platform, vec![Change::Language { tenant: tenant.clone(), name: name.clone() }]).await;
     audit(&state, &admin, "language.activate", &tenant, json!({"name": name, "sha256": row.sha256})).await;
     Ok(Json(json!({"name": name, "sha256": row.sha256, "active": true})).into_response())
 }
@@ -498,6 +504,7 @@ async fn languages_retire(
         return Err(ApiError::not_found(format!("no active Language '{name}'")));
     }
     state.platform.sessions().notify_tools_changed(&tenant).await;
+    announce(&state.platform, vec![Change::Language { tenant: tenant.clone(), name: name.clone() }]).await;
     audit(&state, &admin, "language.retire", &tenant, json!({"name": name})).await;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -588,6 +595,7 @@ async fn catalog_put(
     let stored = StoredEntry::new(input.entry, input.visibility, input.binding);
     persist(&state, &tenant, std::slice::from_ref(&stored)).await?;
     let report = live.with_catalog(|catalog| catalog.apply(vec![stored.clone()], &[]));
+    announce(&state.platform, vec![Change::CatalogEntry { tenant: tenant.clone(), id: id.clone() }]).await;
     audit(&state, &admin, "catalog.put", &format!("{tenant}/{id}"), json!(report)).await;
     let status = if report.added.is_empty() { StatusCode::OK } else { StatusCode::CREATED };
     Ok((status, Json(entry_json(&stored))).into_response())
@@ -648,6 +656,7 @@ async fn catalog_delete(
     if report.removed.is_empty() {
         return Err(ApiError::not_found(format!("no entry '{id}'")));
     }
+    announce(&state.platform, vec![Change::CatalogEntry { tenant: tenant.clone(), id: id.clone() }]).await;
     audit(&state, &admin, "catalog.delete", &format!("{tenant}/{id}"), json!({})).await;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -683,16 +692,28 @@ async fn catalog_apply(
         stored.push(StoredEntry::new(input.entry, input.visibility, input.binding));
     }
     // Entries of data sources are theirs: a bulk apply leaves them alone.
-    let report: ApplyReport = live.with_catalog(|catalog| {
+    let (report, rebound): (ApplyReport, Vec<String>) = live.with_catalog(|catalog| {
         let remove: Vec<String> = catalog
             .all()
             .map(|s| s.entry.id.clone())
             .filter(|id| !seen.contains(id) && !live.entry_from_data_source(id))
             .collect();
-        catalog.apply(stored.clone(), &remove)
+        // An entry whose binding alone changed is not in the report (its
+        // content is the same) but is still a change for the other replicas.
+        let rebound = stored
+            .iter()
+            .filter(|new| catalog.stored(&new.entry.id).is_some_and(|old| old.binding != new.binding))
+            .map(|new| new.entry.id.clone())
+            .collect();
+        (catalog.apply(stored.clone(), &remove), rebound)
     });
     persist(&state, &tenant, &stored).await?;
     state.platform.store().catalog_delete(&tenant, &report.removed).await?;
+    let changed: std::collections::BTreeSet<&String> =
+        report.added.iter().chain(&report.modified).chain(&report.removed).chain(&rebound).collect();
+    let changes =
+        changed.into_iter().map(|id| Change::CatalogEntry { tenant: tenant.clone(), id: id.clone() }).collect();
+    announce(&state.platform, changes).await;
     audit(&state, &admin, "catalog.apply", &tenant, json!(report)).await;
     Ok(Json(json!(report)).into_response())
 }
@@ -941,4 +962,42 @@ pub async fn load_tenants(platform: &Platform) -> Result<usize, String> {
         crate::operations::promote::restore(tenant, promoted.remove(id).unwrap_or_default())?;
     }
     Ok(rows.len())
+}
+
+/// Loads one stored tenant into the platform, as [`load_tenants`] does for
+/// all of them: its row, active Languages, catalog entries, data sources
+/// and promoted programs. A replica calls it when another replica announces
+/// a change to a tenant it has not loaded (`fleet::changes`).
+///
+/// # Errors
+/// A message naming what could not be loaded; nothing when the tenant is
+/// not stored.
+pub async fn load_tenant(platform: &Platform, id: &str) -> Result<(), String> {
+    let store = platform.store();
+    let Some(row) = store.tenant_get(id).await.map_err(|e| e.to_string())? else { return Ok(()) };
+    let tenant = platform.add_tenant(&row.id);
+    tenant.set_disabled(row.disabled);
+    tenant.set_quotas(serde_json::from_str(&row.quotas).unwrap_or_default());
+    for language in store.languages_of_tenant(id).await.map_err(|e| e.to_string())? {
+        if language.active {
+            let component = load_stored(platform, &language.sha256)
+                .await
+                .map_err(|e| format!("tenant {id}: {}: {e}", language.name))?;
+            tenant.install_language(crate::service::LanguageSlot::new(component, platform.retention().clone()));
+        }
+    }
+    let mut entries = Vec::new();
+    for text in store.catalog_of_tenant(id).await.map_err(|e| e.to_string())? {
+        let entry: StoredEntry =
+            serde_json::from_str(&text).map_err(|e| format!("tenant {id}: a catalog entry: {e}"))?;
+        entries.push(StoredEntry::new(entry.entry, entry.visibility, entry.binding));
+    }
+    tenant.put_entries(entries);
+    for source in store.data_sources_of_tenant(id).await.map_err(|e| e.to_string())? {
+        data_sources::restore(platform, &tenant, &source).await?;
+    }
+    let promoted = store.promoted_of_tenant(id).await.map_err(|e| e.to_string())?;
+    crate::operations::promote::restore(&tenant, promoted)?;
+    platform.sessions().notify_tools_changed(id).await;
+    Ok(())
 }

@@ -83,17 +83,27 @@ fn mcp_service(
     settings: &EdgeSettings,
     shutdown: &CancellationToken,
     bindings: &SessionBindings,
+    shared: Option<&crate::fleet::sessions::SharedSessions>,
 ) -> StreamableHttpService<PilotageServer, ObservedSessions<LocalSessionManager>> {
+    let shared = shared.cloned();
     let mut sessions = LocalSessionManager::default();
     sessions.session_config.keep_alive = Some(settings.session_idle);
     let closing = platform.clone();
     let bound = bindings.clone();
+    let shared_sessions = shared.clone();
+    let idle = settings.session_idle;
     let on_close: Arc<dyn Fn(&SessionId) + Send + Sync> = Arc::new(move |id: &SessionId| {
         let platform = closing.clone();
         let id = id.to_string();
         bound.release(&id);
         platform.sessions().remove(&id);
         let runtime = platform.runtime().clone();
+        // With replicas, this copy closing (idle here, or this replica
+        // stopping) ends the session only when the fleet is done with it.
+        if let Some(shared) = shared_sessions.clone() {
+            runtime.spawn(async move { shared.close_local(&id, idle).await });
+            return;
+        }
         runtime.spawn(async move {
             match platform.store().runs_delete_session(&id).await {
                 Ok(deleted) if deleted > 0 => {
@@ -106,10 +116,14 @@ fn mcp_service(
     });
     // Origin is validated by the edge (`origin`), before authentication,
     // for the MCP endpoints and the admin API alike.
-    let config = StreamableHttpServerConfig::default()
+    let mut config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(settings.allowed_hosts.clone())
         .with_cancellation_token(shutdown.child_token())
         .with_max_request_body_bytes(settings.max_body_bytes);
+    if shared.is_some() {
+        config.session_store =
+            Some(Arc::new(crate::fleet::sessions::StoredSessions::new(platform.store().clone(), bindings.clone())));
+    }
     let factory = platform.clone();
     StreamableHttpService::new(
         move || Ok(PilotageServer::new(factory.clone())),
@@ -141,13 +155,16 @@ pub fn app(platform: Platform, settings: EdgeSettings, shutdown: CancellationTok
         per_tenant: settings.max_sessions_per_tenant,
         idle: settings.session_idle,
     });
-    let mcp = mcp_service(&platform, &settings, &shutdown, &bindings);
+    // Replicas on one PostgreSQL share sessions (fleet::sessions).
+    let shared =
+        platform.store().is_shared().then(|| crate::fleet::sessions::SharedSessions::new(platform.store().clone()));
+    let mcp = mcp_service(&platform, &settings, &shutdown, &bindings, shared.as_ref());
     let compat = compat::Compat {
         max_body_bytes: settings.max_body_bytes,
         timeout: settings.request_timeout,
         body_read_timeout: settings.body_read_timeout,
     };
-    let binding = session_binding::SessionBinding { bindings, max_body_bytes: settings.max_body_bytes };
+    let binding = session_binding::SessionBinding { bindings, max_body_bytes: settings.max_body_bytes, shared };
     let auth = admin.auth.clone();
     let origins = Arc::new(origin::OriginPolicy::new(&settings.allowed_origins, &settings.public_url));
     // Order: the Origin check first, then authenticate (a refused request

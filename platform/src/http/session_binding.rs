@@ -54,6 +54,8 @@ pub struct SessionBinding {
     /// `max_body_bytes` setting; the compatibility layer has already
     /// refused anything larger).
     pub max_body_bytes: usize,
+    /// Sessions shared by replicas on one PostgreSQL; `None` on SQLite.
+    pub shared: Option<crate::fleet::sessions::SharedSessions>,
 }
 
 /// The JSON-RPC `id` of an `initialize` request, when `body` is one.
@@ -81,14 +83,37 @@ fn ceiling_refusal(error: &SessionBindingError, id: Value) -> Response {
 pub async fn session_binding(State(layer): State<SessionBinding>, mut request: Request, next: Next) -> Response {
     let caller = request.extensions().get::<Principal>().map(SessionOwner::of);
     if let Some(value) = request.headers().get(&SESSION_HEADER) {
-        let held = match (value.to_str(), &caller) {
-            (Ok(id), Some(caller)) => layer.bindings.owner(id).is_some_and(|owner| owner == *caller),
-            _ => false,
-        };
+        let id = value.to_str().ok().map(str::to_owned);
+        let local = id.as_deref().and_then(|id| layer.bindings.owner(id));
+        let mut held = matches!((&local, &caller), (Some(owner), Some(caller)) if owner == caller);
+        // A session this replica does not hold may be another replica's:
+        // its stored owner decides (fleet::sessions); rmcp restores it.
+        let mut adopted = None;
+        if local.is_none()
+            && let (Some(shared), Some(id), Some(caller)) = (&layer.shared, &id, &caller)
+            && shared.owner(id).await.is_some_and(|owner| owner == *caller)
+        {
+            layer.bindings.adopt(id, caller);
+            held = true;
+            adopted = Some(id.clone());
+        }
         if !held {
             request.headers_mut().insert(SESSION_HEADER, HeaderValue::from_static(UNKNOWN_SESSION_ID));
+            return next.run(request).await;
         }
-        return next.run(request).await;
+        if let (Some(shared), Some(id)) = (&layer.shared, &id) {
+            shared.touch(id);
+        }
+        let deleting = request.method() == Method::DELETE;
+        let response = next.run(request).await;
+        // A restore that failed, or a DELETE of a session restored just for
+        // it, leaves no session here to end the binding: end it now.
+        if let Some(id) = adopted
+            && (deleting || response.status() == StatusCode::NOT_FOUND)
+        {
+            layer.bindings.release(&id);
+        }
+        return response;
     }
     let Some(caller) = caller else { return next.run(request).await };
     if request.method() != Method::POST {

@@ -13,8 +13,11 @@
 //! until the session ends (DELETE, idle expiry, shutdown), or until the
 //! reservation is dropped unbound (the `initialize` failed).
 //!
-//! The state is in this process; a deployment with several replicas would
-//! keep the same four operations in the shared store.
+//! The state is in this process. With replicas on one PostgreSQL, a
+//! session's owner is also stored (`fleet::sessions`); a replica that is
+//! asked for a session it does not hold [`SessionBindings::adopt`]s it when
+//! the stored owner is the caller. Ceilings count the sessions each replica
+//! holds (per replica, documented in the settings).
 //!
 //! Invariant: a session id is reachable only through its binding; the
 //! HTTP edge answers an id bound to another principal, or bound to nobody,
@@ -271,6 +274,23 @@ impl SessionBindings {
             *used = Instant::now();
         }
         Some(owner)
+    }
+
+    /// Binds `session_id`, opened by `owner` on another replica, here too
+    /// (`fleet::sessions`): it takes a place without a ceiling check, since
+    /// the session exists already and refusing it would end it for its
+    /// client. Ceilings are per replica.
+    pub fn adopt(&self, session_id: &str, owner: &SessionOwner) {
+        let mut state = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
+        if state.owners.contains_key(session_id) {
+            return;
+        }
+        let tenant = state.tenants.entry(owner.tenant.clone()).or_default();
+        tenant.held += 1;
+        let subject = tenant.subjects.entry(owner.subject.clone()).or_default();
+        subject.held += 1;
+        subject.last_used.insert(session_id.to_owned(), Instant::now());
+        state.owners.insert(session_id.to_owned(), owner.clone());
     }
 
     /// Ends the binding of `session_id` and gives its place back (the

@@ -137,11 +137,27 @@ pub async fn execute(context: &Context, slot: &Arc<LanguageSlot>, raw: &Value) -
         }
         (Some(program), None) => Runnable::Inline(program),
         (None, Some(reference)) => {
-            let snapshot = context.tenant.snapshot(&context.caller.principal, &language);
-            let promoted = context
-                .tenant
-                .promoted(reference)
-                .filter(|program| program.language == language && snapshot.get(reference).is_some());
+            let find = || {
+                let snapshot = context.tenant.snapshot(&context.caller.principal, &language);
+                context
+                    .tenant
+                    .promoted(reference)
+                    .filter(|program| program.language == language && snapshot.get(reference).is_some())
+            };
+            let mut promoted = find();
+            // Promoted through another replica a moment ago, before this one
+            // applied the announcement: read it from the store now, so a
+            // client reads its own write wherever the balancer sends it.
+            if promoted.is_none() && context.platform.store().is_shared() {
+                let change = crate::fleet::changes::Change::Promoted {
+                    tenant: context.tenant.id.clone(),
+                    program_ref: reference.clone(),
+                };
+                if let Err(error) = crate::fleet::changes::apply(&context.platform, &change).await {
+                    tracing::warn!(%error, "cannot read a promoted program from the store");
+                }
+                promoted = find();
+            }
             match promoted {
                 Some(program) => Runnable::Promoted(program),
                 None => return Err(request_error(RequestErrorKind::NotFound, UNKNOWN_PROGRAM_REF)),

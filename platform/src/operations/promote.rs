@@ -119,6 +119,11 @@ pub async fn promote(context: &Context, slot: &Arc<LanguageSlot>, args: &Value) 
     if context.tenant.promoted(&reference).is_none() {
         context.tenant.add_promoted(promoted);
         context.tenant.put_entries(vec![StoredEntry::new(entry.clone(), visibility, None)]);
+        let change = crate::fleet::changes::Change::Promoted {
+            tenant: context.tenant.id.clone(),
+            program_ref: reference.clone(),
+        };
+        crate::fleet::changes::announce(&context.platform, vec![change]).await;
     }
     let catalog_version = context.tenant.snapshot(&context.caller.principal, &language).catalog_version().to_owned();
     Ok(serde_json::to_value(Promoted { program_ref: reference, entry, catalog_version }).unwrap_or(Value::Null))

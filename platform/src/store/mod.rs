@@ -9,8 +9,13 @@
 //! their component by SHA-256), `components` (each component's bytes once,
 //! whoever uploaded them), `catalog_entries`, `secrets`, `data_sources`
 //! (URLs sealed), `audit_log`, `run_bytes` (each tenant's stored run bytes,
-//! kept by triggers on `runs` for the quota). Every row but a component's
-//! carries its tenant. Times are milliseconds since the Unix epoch.
+//! kept by triggers on `runs` for the quota), `tenant_changes` and
+//! `mcp_sessions` (what replicas on one PostgreSQL share, [`fleet`]).
+//! Every row but a component's carries its tenant. Times are milliseconds since the Unix epoch.
+
+mod fleet;
+
+pub use fleet::{CHANGES_CHANNEL, ChangeRow, SessionRow};
 
 use std::borrow::Cow;
 use std::path::Path;
@@ -181,6 +186,7 @@ fn migrator(backend: Backend) -> Migrator {
             migration(4, "idempotency leases", include_str!("../../../migrations/sqlite/0004_idempotency_leases.sql")),
             migration(5, "run bytes", include_str!("../../../migrations/sqlite/0005_run_bytes.sql")),
             migration(6, "components", include_str!("../../../migrations/sqlite/0006_components.sql")),
+            migration(7, "fleet", include_str!("../../../migrations/sqlite/0007_fleet.sql")),
         ],
         Backend::Postgres => vec![
             migration(
@@ -201,6 +207,7 @@ fn migrator(backend: Backend) -> Migrator {
             ),
             migration(5, "run bytes", include_str!("../../../migrations/postgres/0005_run_bytes.sql")),
             migration(6, "components", include_str!("../../../migrations/postgres/0006_components.sql")),
+            migration(7, "fleet", include_str!("../../../migrations/postgres/0007_fleet.sql")),
         ],
     };
     Migrator { migrations: Cow::Owned(migrations), ..Migrator::DEFAULT }
@@ -636,6 +643,16 @@ fn promoted_row(row: &AnyRow) -> Result<PromotedRow, StoreError> {
     })
 }
 
+fn tenant_row(row: &AnyRow) -> Result<TenantRow, StoreError> {
+    Ok(TenantRow {
+        id: row.try_get("id")?,
+        name: row.try_get("name")?,
+        disabled: row.try_get::<i64, _>("disabled")? != 0,
+        quotas: row.try_get("quotas")?,
+        created_at: row.try_get("created_at")?,
+    })
+}
+
 fn language_row(row: &AnyRow) -> Result<LanguageRow, StoreError> {
     Ok(LanguageRow {
         tenant: row.try_get("tenant")?,
@@ -755,17 +772,7 @@ impl Store {
         let rows = sqlx::query("SELECT id, name, disabled, quotas, created_at FROM tenants ORDER BY id")
             .fetch_all(&self.pool)
             .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(TenantRow {
-                    id: row.try_get("id")?,
-                    name: row.try_get("name")?,
-                    disabled: row.try_get::<i64, _>("disabled")? != 0,
-                    quotas: row.try_get("quotas")?,
-                    created_at: row.try_get("created_at")?,
-                })
-            })
-            .collect()
+        rows.iter().map(tenant_row).collect()
     }
 
     /// Updates a tenant's name, state and quotas.

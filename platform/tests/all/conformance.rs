@@ -27,7 +27,7 @@ use crate::endpoint::{Backend, postgres_url, server, settings, unique};
 use crate::support::{schema_document, spec_dir};
 
 /// Stores a Run of another subject of `tenant` (PIL-TRACE-FETCH-INDISTINGUISHABLE-B).
-async fn insert_foreign_run(server: &Server, tenant: &str, language: &str) -> Result<String, String> {
+pub async fn insert_foreign_run(server: &Server, tenant: &str, language: &str) -> Result<String, String> {
     let run_id = format!("run_{}", unique("foreign"));
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
     let record = json!({"run_id": run_id, "outcome": {"ok": true, "status": "success", "error": null},
@@ -301,7 +301,7 @@ impl Operator for SqlWorld<'_> {
     }
 }
 
-fn vectors() -> VectorFile {
+pub fn vectors() -> VectorFile {
     let text =
         std::fs::read_to_string(spec_dir().join("conformance-vectors.json")).expect("the vector file is readable");
     let file: VectorFile = serde_json::from_str(&text).expect("the vector file parses");
@@ -310,7 +310,7 @@ fn vectors() -> VectorFile {
     file
 }
 
-fn binding(name: &str) -> Binding {
+pub fn binding(name: &str) -> Binding {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/conformance").join(name);
     Binding::from_file(&path).expect("the binding parses")
 }
@@ -334,7 +334,7 @@ async fn conformance_server(backend: Backend, retention: &str, sql: bool) -> Ser
 
 /// Checks a Language's results: nothing failed, every skip has a reason,
 /// every vector is reported, and at least `passed_at_least` passed.
-fn assert_results(backend: Backend, results: &[VectorResult], passed_at_least: usize) {
+pub fn assert_results(backend: Backend, results: &[VectorResult], passed_at_least: usize) {
     eprintln!("{} on {backend:?}", summary(results));
     let failed: Vec<String> = results
         .iter()

@@ -30,7 +30,7 @@ const SCRIPT_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// The TypeScript SDK client's dependencies, installed with `npm ci` when
 /// missing or older than the lock file. Returns the program to run it.
-fn typescript_sdk() -> &'static str {
+pub fn typescript_sdk() -> &'static str {
     let folder = repository().join("tests/interop/ts");
     let installed = folder.join("node_modules/.package-lock.json");
     let modified = |path: &Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
@@ -50,7 +50,7 @@ fn typescript_sdk() -> &'static str {
 /// The Python of a virtual environment at `target/interop-py` holding the
 /// Python SDK, created and filled from `requirements.txt` when it lacks
 /// it.
-fn python_sdk() -> String {
+pub fn python_sdk() -> String {
     crate::support::python_venv(
         "target/interop-py",
         "tests/interop/py/requirements.txt",
@@ -107,12 +107,9 @@ fn run_script(program: &str, script: &Path, url: &str) -> Report {
     Report { status, stdout: stdout.join().unwrap_or_default(), stderr: stderr.join().unwrap_or_default() }
 }
 
-/// Starts a server, runs the client script against it, and asserts that
-/// every check passed and the script's `runs` Runs really reached the demo
-/// capability service.
-async fn sdk_scenario(program: String, script: &'static str, runs: u64) {
-    let server = server(settings(Backend::Sqlite).await).await;
-    let url = server.mcp_url();
+/// Runs `script` with `program` against the MCP endpoint `url` and asserts
+/// that every check of the SDK client passed.
+pub async fn sdk_passes(program: String, script: &'static str, url: String) {
     let script = repository().join(script);
     let report = {
         let program = program.clone();
@@ -136,6 +133,14 @@ async fn sdk_scenario(program: String, script: &'static str, runs: u64) {
         report.stderr
     );
     assert!(parsed["passed"].as_u64().unwrap_or(0) >= 30, "too few checks ran: {parsed}");
+}
+
+/// Starts a server, runs the client script against it, and asserts that
+/// every check passed and the script's `runs` Runs really reached the demo
+/// capability service.
+async fn sdk_scenario(program: String, script: &'static str, runs: u64) {
+    let server = server(settings(Backend::Sqlite).await).await;
+    sdk_passes(program, script, server.mcp_url()).await;
     let (_, world) = server.demo_world.as_ref().expect("the demo capability service");
     assert_eq!(
         world.calls().get("/users/profile"),

@@ -86,7 +86,7 @@ async fn serving(files: Vec<PathBuf>) -> Settings {
 
 /// Counts the `notifications/tools/list_changed` a client receives.
 #[derive(Clone)]
-struct Listener(Arc<AtomicU32>);
+pub struct Listener(Arc<AtomicU32>);
 
 impl rmcp::ClientHandler for Listener {
     async fn on_tool_list_changed(&self, _context: rmcp::service::NotificationContext<RoleClient>) {
@@ -94,7 +94,7 @@ impl rmcp::ClientHandler for Listener {
     }
 }
 
-async fn listening_client(url: &str) -> (RunningService<RoleClient, Listener>, Arc<AtomicU32>) {
+pub async fn listening_client(url: &str) -> (RunningService<RoleClient, Listener>, Arc<AtomicU32>) {
     pilotage_platform::install_crypto_provider();
     let seen = Arc::new(AtomicU32::new(0));
     let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url.to_owned());
@@ -102,7 +102,7 @@ async fn listening_client(url: &str) -> (RunningService<RoleClient, Listener>, A
     (client, seen)
 }
 
-async fn tool_names(client: &RunningService<RoleClient, Listener>) -> BTreeSet<String> {
+pub async fn tool_names(client: &RunningService<RoleClient, Listener>) -> BTreeSet<String> {
     client.list_all_tools().await.expect("tools/list answers").into_iter().map(|tool| tool.name.to_string()).collect()
 }
 

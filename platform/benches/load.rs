@@ -72,6 +72,13 @@
 //!   allow the connections (each workload closes its sessions with DELETE
 //!   before the next opens its own).
 //!
+//! - `PILOTAGE_LOAD_REPLICAS=1,2`: instead, the platform workloads through
+//!   haproxy in front of each number of release `pilotage serve` replicas
+//!   on a fresh PostgreSQL schema (`fleet/mod.rs`; needs haproxy and the
+//!   machine's PostgreSQL), the ratio of each count's calls/s to the
+//!   first's, and the propagation delay of an admin catalog edit from one
+//!   replica to another.
+//!
 //! The driver runs on its own tokio runtime (as wrk is its own process),
 //! but clients and servers share the machine's cores: the figures are
 //! ratios within one run, not the capacity of a server on its own machine.
@@ -80,6 +87,7 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod fleet;
 // Shared with the engine and endpoint benches; this one does not execute
 // the program, so the execute input is unused here.
 #[allow(dead_code, reason = "the shared workload module serves benches that use all of it")]
@@ -944,6 +952,64 @@ fn print_ratio(figures: &[Figures], numerator: &str, denominator: &str, target: 
     println!("  {:<40} = {ratio:>5.2} {verdict}", format!("{numerator} / {denominator}"));
 }
 
+/// `PILOTAGE_LOAD_REPLICAS=1,2`: the platform workloads through haproxy in
+/// front of each number of release `pilotage serve` replicas on one
+/// PostgreSQL (`fleet/mod.rs`), the throughput ratio of each count to the
+/// first, and, with two replicas or more, the propagation delay of an admin
+/// catalog edit from replica 0 to replica 1.
+fn fleet_main(load: &LoadSettings, counts: &[usize], chosen: &[Workload]) {
+    let driver = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(load.client_threads)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let mut figures: Vec<(usize, Figures)> = Vec::new();
+    driver.block_on(async {
+        for &count in counts {
+            let fleet = fleet::Fleet::start(count).await;
+            println!("{count} replica(s) behind haproxy at {}:", fleet.url);
+            if count >= 2 {
+                let delays = fleet.propagation(200).await;
+                println!(
+                    "  propagation of an admin catalog edit, replica 0 -> 1, after its answer: p50 {:?}  p99 {:?}  max {:?}  ({} edits)",
+                    delays[delays.len() / 2],
+                    delays[delays.len() * 99 / 100],
+                    delays[delays.len() - 1],
+                    delays.len()
+                );
+            }
+            let endpoint = Endpoint::parse(&fleet.url, None);
+            preflight(Target::Platform, &endpoint).await;
+            for workload in chosen.iter().filter(|workload| workload.target == Target::Platform) {
+                let measured = drive(workload, &endpoint, load).await;
+                measured.print(load.connections);
+                figures.push((count, measured));
+            }
+        }
+    });
+    println!("ratios of calls/s to {} replica(s):", counts[0]);
+    for (count, measured) in figures.iter().filter(|(count, _)| *count != counts[0]) {
+        let base = figures.iter().find(|(first, f)| *first == counts[0] && f.name == measured.name);
+        if let Some((_, base)) = base.filter(|(_, base)| base.per_second > 0.0) {
+            println!(
+                "  {:<20} {count} / {} replicas = {:.2}",
+                measured.name,
+                counts[0],
+                measured.per_second / base.per_second
+            );
+        }
+    }
+    if figures.iter().any(|(_, measured)| measured.errors > 0) {
+        for (count, measured) in figures.iter().filter(|(_, measured)| measured.errors > 0) {
+            eprintln!(
+                "!!! {count} replicas, {}: {} failed calls: {:?}",
+                measured.name, measured.errors, measured.first_error
+            );
+        }
+        std::process::exit(1);
+    }
+}
+
 fn main() {
     let load = LoadSettings::from_env();
     let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64);
@@ -956,6 +1022,15 @@ fn main() {
         }
     }
     let needs = |target: Target| chosen.iter().any(|workload| workload.target == target);
+    if let Ok(list) = std::env::var("PILOTAGE_LOAD_REPLICAS") {
+        let counts: Vec<usize> = list
+            .split(',')
+            .map(|count| count.trim().parse().unwrap_or_else(|_| panic!("PILOTAGE_LOAD_REPLICAS={list}: not a number")))
+            .collect();
+        assert!(!counts.is_empty() && counts.iter().all(|count| *count >= 1), "PILOTAGE_LOAD_REPLICAS={list}");
+        fleet_main(&load, &counts, &chosen);
+        return;
+    }
 
     // The servers run on their own runtime (what `pilotage serve` builds:
     // one worker per core); the driver on another, as wrk is a process of

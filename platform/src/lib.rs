@@ -15,7 +15,9 @@
 //!   reloaded when they change (`pilotage serve --language`);
 //! - [`run`]: invoking catalog entries over HTTP;
 //! - [`demo_world`]: the demo capability service;
-//! - [`bundled`]: the Languages shipped inside the binary.
+//! - [`bundled`]: the Languages shipped inside the binary;
+//! - [`telemetry`]: Prometheus metrics, OpenTelemetry traces over OTLP,
+//!   and logs that carry the trace id.
 //!
 //! ```no_run
 //! use pilotage_platform::engine::{Bounds, Engine};
@@ -53,3 +55,4 @@ pub mod secrets;
 pub mod server;
 pub mod service;
 pub mod store;
+pub mod telemetry;

@@ -20,6 +20,8 @@ use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::{AnyPool, Row, SqlStr};
 
+use crate::telemetry::metrics::{Metrics, StoreOperation};
+
 /// Which database a store talks to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
@@ -52,6 +54,26 @@ pub enum StoreError {
 pub struct Store {
     pool: AnyPool,
     backend: Backend,
+    /// Where the latency of the operations on a request's path is
+    /// recorded (`pilotage_store_operation_duration_seconds`), once
+    /// [`Store::observed`].
+    metrics: Option<Metrics>,
+}
+
+/// Records one operation's time into the store's metrics when dropped (at
+/// the end of the operation, whichever way it ends).
+struct OperationTimer<'a> {
+    metrics: Option<&'a Metrics>,
+    operation: StoreOperation,
+    started: std::time::Instant,
+}
+
+impl Drop for OperationTimer<'_> {
+    fn drop(&mut self) {
+        if let Some(metrics) = self.metrics {
+            metrics.store_operation(self.operation, self.started.elapsed());
+        }
+    }
 }
 
 /// One stored run record.
@@ -256,7 +278,18 @@ impl Store {
             })
             .connect(&url)
             .await?;
-        Ok(Store { pool, backend })
+        Ok(Store { pool, backend, metrics: None })
+    }
+
+    /// This store, recording the latency of its request-path operations
+    /// into `metrics`.
+    pub fn observed(mut self, metrics: Metrics) -> Store {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    fn timer(&self, operation: StoreOperation) -> OperationTimer<'_> {
+        OperationTimer { metrics: self.metrics.as_ref(), operation, started: std::time::Instant::now() }
     }
 
     /// Which database this is.
@@ -275,6 +308,7 @@ impl Store {
 
     /// Whether the database answers.
     pub async fn ping(&self) -> bool {
+        let _timer = self.timer(StoreOperation::Ping);
         sqlx::query("SELECT 1").execute(&self.pool).await.is_ok()
     }
 
@@ -283,6 +317,7 @@ impl Store {
     /// # Errors
     /// [`StoreError`] when the write fails.
     pub async fn run_insert(&self, row: &RunRow) -> Result<(), StoreError> {
+        let _timer = self.timer(StoreOperation::RunInsert);
         sqlx::query(
             "INSERT INTO runs (run_id, tenant, subject, language, session_id, recorded_level, record, bytes, created_at, expires_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
@@ -307,6 +342,7 @@ impl Store {
     /// # Errors
     /// [`StoreError`] when the read fails.
     pub async fn run_get(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {
+        let _timer = self.timer(StoreOperation::RunGet);
         let row = sqlx::query(
             "SELECT run_id, tenant, subject, language, session_id, recorded_level, record, created_at, expires_at FROM runs WHERE run_id = $1",
         )
@@ -337,6 +373,7 @@ impl Store {
     /// # Errors
     /// [`StoreError`] when the write fails.
     pub async fn runs_delete_session(&self, session_id: &str) -> Result<u64, StoreError> {
+        let _timer = self.timer(StoreOperation::RunsDeleteSession);
         Ok(sqlx::query("DELETE FROM runs WHERE session_id = $1")
             .bind(session_id)
             .execute(&self.pool)
@@ -358,6 +395,7 @@ impl Store {
     /// # Errors
     /// [`StoreError`] when the write fails.
     pub async fn sweep(&self, now_ms: i64) -> Result<u64, StoreError> {
+        let _timer = self.timer(StoreOperation::Sweep);
         let runs = sqlx::query("DELETE FROM runs WHERE expires_at IS NOT NULL AND expires_at <= $1")
             .bind(now_ms)
             .execute(&self.pool)
@@ -387,6 +425,7 @@ impl Store {
     /// # Errors
     /// [`StoreError`] when the database fails.
     pub async fn idempotency_claim(&self, claim: &NewClaim<'_>) -> Result<Claim, StoreError> {
+        let _timer = self.timer(StoreOperation::IdempotencyClaim);
         sqlx::query("DELETE FROM idempotency_keys WHERE tenant = $1 AND subject = $2 AND idempotency_key = $3 AND expires_at <= $4")
             .bind(claim.tenant)
             .bind(claim.subject)
@@ -428,6 +467,7 @@ impl Store {
         subject: &str,
         key: &str,
     ) -> Result<Option<HeldClaim>, StoreError> {
+        let _timer = self.timer(StoreOperation::IdempotencyGet);
         let row = sqlx::query(
             "SELECT runnable_hash, input_hash, response, run_id, owner, lease_expires_at FROM idempotency_keys \
              WHERE tenant = $1 AND subject = $2 AND idempotency_key = $3",
@@ -465,6 +505,7 @@ impl Store {
         owner: &str,
         lease_expires_at: i64,
     ) -> Result<bool, StoreError> {
+        let _timer = self.timer(StoreOperation::IdempotencyRenew);
         let renewed = sqlx::query(
             "UPDATE idempotency_keys SET lease_expires_at = $1 WHERE tenant = $2 AND subject = $3 AND idempotency_key = $4 \
              AND state = 'running' AND run_id = $5 AND owner = $6",
@@ -495,6 +536,7 @@ impl Store {
         run_id: &str,
         response: &str,
     ) -> Result<bool, StoreError> {
+        let _timer = self.timer(StoreOperation::IdempotencyComplete);
         let completed = sqlx::query(
             "UPDATE idempotency_keys SET state = 'done', response = $1 WHERE tenant = $2 AND subject = $3 AND idempotency_key = $4 \
              AND state = 'running' AND run_id = $5",
@@ -530,6 +572,7 @@ impl Store {
         now_ms: i64,
         response: &str,
     ) -> Result<bool, StoreError> {
+        let _timer = self.timer(StoreOperation::IdempotencyTakeOver);
         let taken = sqlx::query(
             "UPDATE idempotency_keys SET state = 'done', response = $1, owner = $2 WHERE tenant = $3 AND subject = $4 \
              AND idempotency_key = $5 AND state = 'running' AND COALESCE(run_id, '') = $6 AND COALESCE(lease_expires_at, 0) <= $7",
@@ -559,6 +602,7 @@ impl Store {
         key: &str,
         run_id: &str,
     ) -> Result<(), StoreError> {
+        let _timer = self.timer(StoreOperation::IdempotencyRelease);
         sqlx::query(
             "DELETE FROM idempotency_keys WHERE tenant = $1 AND subject = $2 AND idempotency_key = $3 AND state = 'running' AND run_id = $4",
         )
@@ -577,6 +621,7 @@ impl Store {
     /// # Errors
     /// [`StoreError`] when the write fails.
     pub async fn promoted_insert(&self, row: &PromotedRow) -> Result<(), StoreError> {
+        let _timer = self.timer(StoreOperation::PromotedInsert);
         sqlx::query(
             "INSERT INTO promoted_programs (tenant, program_ref, language, entry, body, baseline, promoter, created_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (tenant, program_ref) DO NOTHING",
@@ -1122,6 +1167,7 @@ impl Store {
     /// # Errors
     /// [`StoreError`] when the write fails.
     pub async fn audit(&self, row: &AuditRow) -> Result<(), StoreError> {
+        let _timer = self.timer(StoreOperation::Audit);
         sqlx::query("INSERT INTO audit_log (at, actor, action, target, detail) VALUES ($1, $2, $3, $4, $5)")
             .bind(row.at)
             .bind(&row.actor)
@@ -1163,6 +1209,7 @@ impl Store {
     /// # Errors
     /// [`StoreError`] when the read fails.
     pub async fn run_bytes_of_tenant(&self, tenant: &str) -> Result<i64, StoreError> {
+        let _timer = self.timer(StoreOperation::RunBytesOfTenant);
         let row = sqlx::query("SELECT bytes FROM run_bytes WHERE tenant = $1")
             .bind(tenant)
             .fetch_optional(&self.pool)

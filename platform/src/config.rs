@@ -132,6 +132,34 @@ pub struct Settings {
     /// with a logged warning and the previous one keeps serving
     /// (`language_watch`). Needs `demo`.
     pub languages: Vec<PathBuf>,
+    /// Where `/metrics` (the Prometheus exposition, `http::metrics`) is
+    /// served on a listener of its own, which serves nothing else; it asks
+    /// for `metrics_token` too when that is set. Default: none. Bind it
+    /// where only the scraper reaches it. Failure mode: an address that
+    /// cannot be bound stops the start.
+    pub metrics_listen: Option<SocketAddr>,
+    /// A bearer token for `/metrics` (`PILOTAGE_METRICS_TOKEN`, at least
+    /// 16 characters). Without `metrics_listen`, `/metrics` is served on
+    /// the main listener to requests with `Authorization: Bearer <token>`
+    /// and answers 401 to any other. Default: none. With neither setting,
+    /// metrics are not served (404). Labels hold no tenant, subject,
+    /// session or run id; tool and Language names are bounded by what the
+    /// deployment installs (at most 256 values each, then `_other`).
+    pub metrics_token: Option<String>,
+    /// The base URL of an OTLP/HTTP receiver (a collector), e.g.
+    /// `http://127.0.0.1:4318`: spans are exported as protobuf to
+    /// `<url>/v1/traces` (`telemetry::otlp`). Default: none; then the
+    /// standard `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT`, when set, turn export on; with
+    /// neither, nothing is exported and spans cost nothing. The other
+    /// `OTEL_*` variables (headers, `OTEL_SERVICE_NAME`,
+    /// `OTEL_TRACES_SAMPLER`, `OTEL_BSP_*`) apply. Failure mode: a
+    /// receiver that does not answer loses the batches it was sent (each
+    /// waits at most 10 s); serving goes on.
+    pub otlp_endpoint: Option<String>,
+    /// The format of log lines on stderr: `text` (default) or `json`. In
+    /// an exported trace each line carries its `trace_id`.
+    pub log_format: crate::telemetry::logs::LogFormat,
 }
 
 impl Default for Settings {
@@ -164,6 +192,10 @@ impl Default for Settings {
             admin_max_body_bytes: 4 << 20,
             max_component_bytes: 32 << 20,
             languages: Vec::new(),
+            metrics_listen: None,
+            metrics_token: None,
+            otlp_endpoint: None,
+            log_format: crate::telemetry::logs::LogFormat::Text,
         }
     }
 }
@@ -337,6 +369,22 @@ impl Settings {
         if self.admin_token.as_ref().is_some_and(|token| token.len() < 16) {
             return Err(ConfigError::Invalid { field: "admin_token", message: "use at least 16 characters".into() });
         }
+        if self.metrics_token.as_ref().is_some_and(|token| token.len() < 16) {
+            return Err(ConfigError::Invalid { field: "metrics_token", message: "use at least 16 characters".into() });
+        }
+        if let Some(metrics) = self.metrics_listen
+            && metrics.port() != 0
+            && metrics == self.listen
+        {
+            return Err(ConfigError::Invalid {
+                field: "metrics_listen",
+                message: format!("{metrics} is the main listener; give another address, or use metrics_token alone"),
+            });
+        }
+        if let Some(endpoint) = &self.otlp_endpoint {
+            crate::telemetry::otlp::traces_url(endpoint)
+                .map_err(|error| ConfigError::Invalid { field: "otlp_endpoint", message: error.to_string() })?;
+        }
         Ok(())
     }
 }
@@ -398,6 +446,23 @@ mod tests {
             ..Settings::default()
         };
         good.check().unwrap();
+    }
+
+    #[test]
+    fn telemetry_settings_are_checked() {
+        let parsed: Settings = toml::from_str(
+            "metrics_listen = \"127.0.0.1:9464\"\nmetrics_token = \"0123456789abcdef\"\notlp_endpoint = \"http://127.0.0.1:4318\"\nlog_format = \"json\"\n",
+        )
+        .unwrap();
+        parsed.check().unwrap();
+        assert_eq!(parsed.log_format, crate::telemetry::logs::LogFormat::Json);
+        for (settings, field) in [
+            (Settings { metrics_token: Some("short".into()), ..Settings::default() }, "metrics_token"),
+            (Settings { metrics_listen: Some(Settings::default().listen), ..Settings::default() }, "metrics_listen"),
+            (Settings { otlp_endpoint: Some("collector:4318".into()), ..Settings::default() }, "otlp_endpoint"),
+        ] {
+            assert!(matches!(settings.check(), Err(ConfigError::Invalid { field: f, .. }) if f == field), "{field}");
+        }
     }
 
     #[test]

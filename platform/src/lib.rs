@@ -17,7 +17,9 @@
 //! - [`fleet`]: replicas on one PostgreSQL: changes announced and
 //!   followed, MCP sessions any replica restores;
 //! - [`demo_world`]: the demo capability service;
-//! - [`bundled`]: the Languages shipped inside the binary.
+//! - [`bundled`]: the Languages shipped inside the binary;
+//! - [`telemetry`]: Prometheus metrics, OpenTelemetry traces over OTLP,
+//!   and logs that carry the trace id.
 //!
 //! ```no_run
 //! use pilotage_platform::engine::{Bounds, Engine};
@@ -56,3 +58,4 @@ pub mod secrets;
 pub mod server;
 pub mod service;
 pub mod store;
+pub mod telemetry;

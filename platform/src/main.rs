@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Parser, Subcommand};
 use pilotage_platform::catalog::CatalogSnapshot;
 use pilotage_platform::engine::{Bounds, Engine};
@@ -425,6 +425,21 @@ struct ServeArgs {
     /// Language of the same name.
     #[arg(long = "language", env = "PILOTAGE_LANGUAGES", value_delimiter = ',')]
     languages: Vec<PathBuf>,
+    /// Serve `/metrics` on a listener of its own at this address.
+    #[arg(long, env = "PILOTAGE_METRICS_LISTEN")]
+    metrics_listen: Option<std::net::SocketAddr>,
+    /// Bearer token `/metrics` asks for (without --metrics-listen, it is
+    /// served on the main listener).
+    #[arg(long, env = "PILOTAGE_METRICS_TOKEN")]
+    metrics_token: Option<String>,
+    /// Export traces to this OTLP/HTTP receiver (base URL, e.g.
+    /// http://127.0.0.1:4318); OTEL_EXPORTER_OTLP_ENDPOINT also turns
+    /// export on.
+    #[arg(long, env = "PILOTAGE_OTLP_ENDPOINT")]
+    otlp_endpoint: Option<String>,
+    /// Log lines as text or json.
+    #[arg(long, env = "PILOTAGE_LOG_FORMAT")]
+    log_format: Option<String>,
 }
 
 impl ServeArgs {
@@ -530,6 +545,19 @@ impl ServeArgs {
         if !self.languages.is_empty() {
             settings.languages = self.languages.clone();
         }
+        if let Some(address) = self.metrics_listen {
+            settings.metrics_listen = Some(address);
+        }
+        if let Some(token) = &self.metrics_token {
+            settings.metrics_token = Some(token.clone());
+        }
+        if let Some(endpoint) = &self.otlp_endpoint {
+            settings.otlp_endpoint = Some(endpoint.clone());
+        }
+        if let Some(format) = &self.log_format {
+            settings.log_format =
+                pilotage_platform::telemetry::logs::LogFormat::parse(format).map_err(|message| anyhow!(message))?;
+        }
         settings.check()?;
         Ok(settings)
     }
@@ -588,17 +616,22 @@ struct CheckArgs {
     execute: bool,
 }
 
+/// The log filter unless `PILOTAGE_LOG` says otherwise: warnings, and a
+/// Language author's reloads (`serve --language`), worth their one info
+/// line each.
+const DEFAULT_LOG_FILTER: &str = "warn,pilotage_platform::language_watch=info";
+
 fn main() -> ExitCode {
-    // Warnings by default; a Language author's reloads (`serve --language`)
-    // are worth their one info line each.
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("PILOTAGE_LOG")
-                .unwrap_or_else(|_| "warn,pilotage_platform::language_watch=info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let cli = Cli::parse();
+    // `serve` sets up logging itself, once its settings (log format, OTLP
+    // export) are known.
+    if !matches!(cli.command, Command::Serve(_)) {
+        let _ = pilotage_platform::telemetry::logs::init(
+            DEFAULT_LOG_FILTER,
+            pilotage_platform::telemetry::logs::LogFormat::Text,
+            None,
+        );
+    }
     let result = match cli.command {
         Command::Demo(args) => runtime().and_then(|rt| rt.block_on(demo(args))),
         Command::Serve(args) => runtime().and_then(|rt| rt.block_on(serve(args))),
@@ -648,9 +681,33 @@ async fn shutdown_signal() {
     interrupt.await.unwrap_or(());
 }
 
+/// Installs the log subscriber of `serve`, with the OTLP pipeline when
+/// export is configured (`otlp_endpoint` or the `OTEL_EXPORTER_OTLP_*`
+/// variables). Call inside the runtime that will send the exports.
+fn serve_telemetry(
+    settings: &pilotage_platform::config::Settings,
+) -> Result<Option<pilotage_platform::telemetry::otlp::OtlpPipeline>> {
+    use pilotage_platform::telemetry::{logs, otlp};
+    let target = otlp::ExportTarget::resolve(settings.otlp_endpoint.as_deref(), |name| std::env::var(name).ok())?;
+    let pipeline =
+        target.map(|target| otlp::OtlpPipeline::start(&target, tokio::runtime::Handle::current())).transpose()?;
+    logs::init(DEFAULT_LOG_FILTER, settings.log_format, pipeline.as_ref()).map_err(|message| anyhow!(message))?;
+    Ok(pipeline)
+}
+
 async fn serve(args: ServeArgs) -> Result<ExitCode> {
     let settings = args.settings()?;
-    if args.stdio {
+    let pipeline = serve_telemetry(&settings)?;
+    let code = serve_with(args.stdio, settings).await;
+    // Spans still queued are exported before the process ends.
+    if let Some(pipeline) = pipeline {
+        pipeline.shutdown().await;
+    }
+    code
+}
+
+async fn serve_with(stdio: bool, settings: pilotage_platform::config::Settings) -> Result<ExitCode> {
+    if stdio {
         return serve_stdio(settings).await;
     }
     let server = pilotage_platform::server::start(settings).await?;
@@ -674,7 +731,9 @@ async fn serve_stdio(mut settings: pilotage_platform::config::Settings) -> Resul
     settings.listen = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
     let server = pilotage_platform::server::start(settings).await?;
     let session = format!("stdio-{}", std::process::id());
-    let handler = pilotage_platform::mcp::PilotageServer::stdio(server.platform.clone(), session.clone());
+    let handler = pilotage_platform::mcp::observed::ObservedServer::stdio(
+        pilotage_platform::mcp::PilotageServer::stdio(server.platform.clone(), session.clone()),
+    );
     let running = handler.serve(rmcp::transport::stdio()).await.map_err(|e| anyhow::anyhow!("stdio: {e}"))?;
     let _ = running.waiting().await;
     let _ = server.platform.store().runs_delete_session(&session).await;

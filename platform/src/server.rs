@@ -61,6 +61,9 @@ pub enum StartError {
 pub struct Server {
     /// Where `/mcp` listens.
     pub addr: SocketAddr,
+    /// Where `/metrics` listens on a listener of its own
+    /// (`metrics_listen`), if it does.
+    pub metrics_addr: Option<SocketAddr>,
     /// The platform behind it.
     pub platform: Platform,
     /// The demo capability service, when started.
@@ -291,7 +294,7 @@ pub async fn start(settings: Settings) -> Result<Server, StartError> {
     std::fs::create_dir_all(&settings.data_dir)
         .map_err(|e| StartError::Io(format!("cannot create {}: {e}", settings.data_dir.display())))?;
     let engine = Engine::new(settings.bounds.clone(), Some(settings.data_dir.join("compiled")))?;
-    let store = Store::connect(&settings.database_url()).await?;
+    let store = Store::connect(&settings.database_url()).await?.observed(engine.metrics().clone());
     store.migrate().await?;
     // On SQLite, sessions do not survive a restart; neither do their runs.
     // On PostgreSQL they are the fleet's (fleet::sessions): only those every
@@ -437,8 +440,25 @@ pub async fn start(settings: Settings) -> Result<Server, StartError> {
         tokio::time::sleep(ANSWER_LINGER).await;
         sessions.cancel();
     }));
-    let token = shutdown.clone();
     let limits = crate::http::connections::ConnectionLimits::from_settings(&settings);
+    let mut metrics_addr = None;
+    if let Some(metrics_listen) = settings.metrics_listen {
+        let listener = tokio::net::TcpListener::bind(metrics_listen)
+            .await
+            .map_err(|e| StartError::Io(format!("cannot listen for metrics on {metrics_listen}: {e}")))?;
+        metrics_addr = Some(listener.local_addr().map_err(|e| StartError::Io(e.to_string()))?);
+        let endpoint = crate::http::metrics::MetricsEndpoint::new(platform.clone(), settings.metrics_token.as_deref());
+        let router = crate::http::metrics::router(endpoint);
+        let token = shutdown.clone();
+        tasks.push(tokio::spawn(async move {
+            let serving =
+                crate::http::connections::serve(listener, router, limits, async move { token.cancelled().await });
+            if let Err(error) = serving.await {
+                tracing::error!(%error, "the metrics listener stopped");
+            }
+        }));
+    }
+    let token = shutdown.clone();
     tasks.push(tokio::spawn(async move {
         let serving = crate::http::connections::serve(listener, router, limits, async move { token.cancelled().await });
         if let Err(error) = serving.await {
@@ -512,6 +532,7 @@ pub async fn start(settings: Settings) -> Result<Server, StartError> {
     tracing::info!(%addr, "Pilotage Platform listening");
     Ok(Server {
         addr,
+        metrics_addr,
         platform,
         demo_world: demo_world_addr,
         demo_sql: demo_sql_outcome,

@@ -393,6 +393,14 @@ impl Sessions {
         number
     }
 
+    /// How many sessions and how many session-less subscriptions are open
+    /// (the `pilotage_mcp_sessions_open` and `_subscriptions_open` gauges).
+    pub fn counts(&self) -> (usize, usize) {
+        let sessions = self.peers.lock().unwrap_or_else(|p| p.into_inner()).len();
+        let listeners = self.listeners.lock().unwrap_or_else(|p| p.into_inner()).len();
+        (sessions, listeners)
+    }
+
     /// Forgets a subscription that ended.
     pub fn unlisten(&self, number: u64) {
         self.listeners.lock().unwrap_or_else(|p| p.into_inner()).remove(&number);

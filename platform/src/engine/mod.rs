@@ -34,6 +34,7 @@ use wasmtime::component::{ComponentExportIndex, HasSelf, Linker};
 use wasmtime::{Config, PoolingAllocationConfig, Store, Trap};
 
 use crate::language::description::LanguageDescription;
+use crate::telemetry::metrics::{BoundKind, CallLabel, GuaranteeKind, Metrics};
 pub use bounds::{Bounds, CallBounds, EPOCH_TICK};
 pub use host::{Effects, HostState, InvokeRefusal};
 
@@ -149,6 +150,9 @@ struct EngineInner {
     /// How many times compiled code was produced (compiled or read from
     /// the on-disk cache) and pre-instantiated.
     code_loads: AtomicU64,
+    /// The server's metrics: every call's fuel and time and the bounds it
+    /// tripped are counted here, where every call passes.
+    metrics: Metrics,
 }
 
 impl Engine {
@@ -217,6 +221,7 @@ impl Engine {
                 config_key,
                 loaded: Mutex::new(HashMap::new()),
                 code_loads: AtomicU64::new(0),
+                metrics: Metrics::new().map_err(|e| EngineError::Config(e.to_string()))?,
             }),
         })
     }
@@ -225,6 +230,13 @@ impl Engine {
     /// cache.
     pub fn config_key(&self) -> &str {
         &self.inner.config_key
+    }
+
+    /// The metrics of the server this engine serves (a fresh registry per
+    /// engine): component calls, bounds, and everything the platform
+    /// around it records (`telemetry::metrics`).
+    pub fn metrics(&self) -> &Metrics {
+        &self.inner.metrics
     }
 
     /// The bounds every call runs under.
@@ -492,6 +504,23 @@ impl Component {
         let cost = CallCost { fuel, wall: started.elapsed() };
         let memory_denied = store.data().limits.denied;
         let result = result.map_err(|error| classify(&error, memory_denied, call_bounds, bounds.memory_bytes));
+        let call = match kind {
+            CallKind::Validation => CallLabel::Validation,
+            CallKind::Execution => CallLabel::Execution,
+        };
+        let metrics = &self.engine.inner.metrics;
+        metrics.component_call(call, cost.fuel, cost.wall);
+        if let Err(error) = &result {
+            match error {
+                CallError::Fuel => metrics.bound_trip(call, BoundKind::Fuel),
+                CallError::Memory(_) => metrics.bound_trip(call, BoundKind::Memory),
+                CallError::Timeout(_) => metrics.bound_trip(call, BoundKind::Deadline),
+                CallError::Stack => metrics.bound_trip(call, BoundKind::Stack),
+                CallError::ResultTooLarge { .. } => metrics.bound_trip(call, BoundKind::ResultBytes),
+                CallError::Trap(_) => metrics.guarantee_violation(GuaranteeKind::Trap),
+                CallError::Host(_) => {}
+            }
+        }
         (result, store.into_data().call, cost)
     }
 }

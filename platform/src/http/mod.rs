@@ -7,10 +7,13 @@
 //! - [`connections`]: the accept loop (connection cap, header timeout,
 //!   `TCP_NODELAY`, graceful shutdown) and the admin API's body deadline;
 //! - [`session_binding`]: sessions usable only by the principal that
-//!   opened them, and the ceilings on open sessions.
+//!   opened them, and the ceilings on open sessions;
+//! - [`metrics`]: `/metrics`, on the main listener behind a bearer token
+//!   or on a listener of its own.
 
 pub mod compat;
 pub mod connections;
+pub mod metrics;
 pub mod origin;
 pub mod session_binding;
 
@@ -30,6 +33,7 @@ use crate::admin::AdminState;
 use crate::auth::middleware::{protected_resource, require_principal};
 use crate::config::Settings;
 use crate::mcp::PilotageServer;
+use crate::mcp::observed::ObservedServer;
 use crate::mcp::session_binding::{SessionBindings, SessionCeilings};
 use crate::mcp::sessions::ObservedSessions;
 use crate::service::Platform;
@@ -56,6 +60,10 @@ pub struct EdgeSettings {
     pub max_sessions_per_principal: usize,
     /// Most sessions open at once per tenant.
     pub max_sessions_per_tenant: usize,
+    /// The bearer token of `/metrics` on this listener; `None`: the main
+    /// listener does not serve `/metrics` (it may have a listener of its
+    /// own, `metrics_listen`).
+    pub metrics_token: Option<String>,
 }
 
 impl EdgeSettings {
@@ -71,6 +79,7 @@ impl EdgeSettings {
             session_idle: Duration::from_secs(settings.session_idle_secs),
             max_sessions_per_principal: settings.max_sessions_per_principal,
             max_sessions_per_tenant: settings.max_sessions_per_tenant,
+            metrics_token: if settings.metrics_listen.is_none() { settings.metrics_token.clone() } else { None },
         }
     }
 }
@@ -84,7 +93,7 @@ fn mcp_service(
     shutdown: &CancellationToken,
     bindings: &SessionBindings,
     shared: Option<&crate::fleet::sessions::SharedSessions>,
-) -> StreamableHttpService<PilotageServer, ObservedSessions<LocalSessionManager>> {
+) -> StreamableHttpService<ObservedServer, ObservedSessions<LocalSessionManager>> {
     let shared = shared.cloned();
     let mut sessions = LocalSessionManager::default();
     sessions.session_config.keep_alive = Some(settings.session_idle);
@@ -126,7 +135,7 @@ fn mcp_service(
     }
     let factory = platform.clone();
     StreamableHttpService::new(
-        move || Ok(PilotageServer::new(factory.clone())),
+        move || Ok(ObservedServer::http(PilotageServer::new(factory.clone()))),
         Arc::new(ObservedSessions::new(sessions, on_close)),
         config,
     )
@@ -148,7 +157,8 @@ async fn readyz(State(platform): State<Platform>) -> impl IntoResponse {
 
 /// The application router: `/mcp` and `/t/{tenant}/mcp` behind
 /// authentication, the protected-resource metadata, the admin API at
-/// `/admin/v1`, `/healthz` and `/readyz`.
+/// `/admin/v1`, `/healthz`, `/readyz`, and `/metrics` behind its bearer
+/// token when `settings.metrics_token` is set.
 pub fn app(platform: Platform, settings: EdgeSettings, shutdown: CancellationToken, admin: AdminState) -> Router {
     let bindings = SessionBindings::new(SessionCeilings {
         per_principal: settings.max_sessions_per_principal,
@@ -188,11 +198,18 @@ pub fn app(platform: Platform, settings: EdgeSettings, shutdown: CancellationTok
         .route("/.well-known/oauth-protected-resource", get(protected_resource))
         .route("/.well-known/oauth-protected-resource/mcp", get(protected_resource))
         .with_state(auth);
-    Router::new()
+    let mut router = Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .with_state(platform)
+        .with_state(platform.clone())
         .nest("/admin/v1", admin_routes)
         .merge(metadata)
-        .merge(mcp_routes)
+        .merge(mcp_routes);
+    // Unknown paths of this listener are refused by the MCP routes'
+    // authentication (401); `/metrics` says plainly whether it is here.
+    match &settings.metrics_token {
+        Some(token) => router = router.merge(metrics::router(metrics::MetricsEndpoint::new(platform, Some(token)))),
+        None => router = router.route("/metrics", get(metrics::metrics_not_served)),
+    }
+    router
 }

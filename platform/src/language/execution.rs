@@ -21,6 +21,8 @@ use crate::protocol::plan::Plan;
 use crate::protocol::trace::{Decision, Trace, TraceLevel, TraceStep};
 
 use super::validation::Program;
+use crate::telemetry::metrics::{BoundKind, CallLabel, GuaranteeKind, Metrics};
+use crate::telemetry::spans;
 
 /// Performs invocations of callable catalog entries for a Run. Blocking;
 /// called on the Run's own thread.
@@ -142,6 +144,7 @@ pub struct RunEffects {
     record: Arc<Mutex<RunRecord>>,
     max_invocations: u32,
     max_bytes: u64,
+    metrics: Metrics,
 }
 
 impl RunEffects {
@@ -171,6 +174,8 @@ impl Effects for RunEffects {
                 format!("the Run reached its bound of {} invocations", self.max_invocations),
             );
         }
+        let span = spans::invocation_span(step_id, entry_id, &entry.kind);
+        let _entered = span.enter();
         let started = Instant::now();
         let result = if input.len() as u64 > self.max_bytes {
             Err(format!("the input is {} bytes; the bound is {} bytes", input.len(), self.max_bytes))
@@ -188,7 +193,12 @@ impl Effects for RunEffects {
                 Ok(output)
             }
         });
-        let t_ms = started.elapsed().as_millis() as u64;
+        let elapsed = started.elapsed();
+        self.metrics.invocation(&entry.kind, result.is_ok(), elapsed);
+        if result.is_err() {
+            spans::record_failure(&span, "invocation_failed");
+        }
+        let t_ms = elapsed.as_millis() as u64;
         let parsed_input = serde_json::from_str(input).unwrap_or(Value::Null);
         if let Ok(mut record) = self.record.lock() {
             record.invocations.push(Invocation {
@@ -218,6 +228,8 @@ impl Effects for RunEffects {
         }
         let params: Value = serde_json::from_str(params)
             .map_err(|e| InvokeRefusal::Refused(format!("parameters are not JSON: {e}")))?;
+        let span = spans::statement_span(step_id, statement);
+        let _entered = span.enter();
         let started = Instant::now();
         let result = match self.session.as_mut() {
             Some(session) => session.query(statement, &params),
@@ -247,6 +259,7 @@ impl Effects for RunEffects {
             }
         }
         if result.is_err() {
+            spans::record_failure(&span, if out_of_time { "timeout" } else { "statement_failed" });
             self.session_failed = true;
             if let Some(session) = self.session.take() {
                 session.rollback();
@@ -346,6 +359,7 @@ pub fn execute(component: &Component, request: ExecutionRequest<'_>) -> Executio
         record: record.clone(),
         max_invocations: bounds.invocations_per_run,
         max_bytes: bounds.invocation_bytes,
+        metrics: component.engine().metrics().clone(),
     };
     let run_request = crate::engine::bindings::RunRequest {
         program: request.program.text().to_owned(),
@@ -440,9 +454,11 @@ fn assess(
         }
     };
 
+    let metrics = component.engine().metrics();
     let mut faults = Vec::new();
     let size = run_result_size(&result);
     if size > bounds.result_bytes {
+        metrics.bound_trip(CallLabel::Execution, BoundKind::ResultBytes);
         let outcome = Outcome::failure(
             RESOURCE_EXHAUSTED,
             format!("the Run's result is {size} bytes, above the bound of {} bytes", bounds.result_bytes),
@@ -456,29 +472,40 @@ fn assess(
             fuel,
         };
     }
+    // Each kind of breach counts once per Run (`host_guarantee_violations`).
+    let mut breached = Vec::new();
     let mut steps = Vec::with_capacity(result.steps.len());
     for step in result.steps {
         match trace_step_from_wit(step) {
             Ok(step) => steps.push(step),
-            Err(problem) => faults.push(problem),
+            Err(problem) => {
+                breached.push(GuaranteeKind::MalformedResult);
+                faults.push(problem)
+            }
         }
     }
     let mut outcome = outcome_from_wit(result.outcome);
     if !outcome.is_consistent() {
+        breached.push(GuaranteeKind::MalformedResult);
         faults.push(format!("outcome '{}' pairs ok={} with error={:?}", outcome.status, outcome.ok, outcome.error));
     }
     if description.run_status(&outcome.status).is_none() {
+        breached.push(GuaranteeKind::MalformedResult);
         faults.push(format!("run status '{}' is not in the Language's closed set", outcome.status));
     }
     let output = match result.output.map(|text| serde_json::from_str::<Value>(&text)) {
         Some(Ok(value)) => Some(value),
         Some(Err(error)) => {
+            breached.push(GuaranteeKind::MalformedResult);
             faults.push(format!("the output is not JSON: {error}"));
             None
         }
         None => None,
     };
     for violation in &record.violations {
+        if !matches!(violation, Violation::TooManyInvocations(_)) {
+            breached.push(GuaranteeKind::Containment);
+        }
         match violation {
             Violation::OutsidePlan(entry) => {
                 faults.push(format!("it tried to invoke '{entry}', which is outside its validated program"))
@@ -492,16 +519,20 @@ fn assess(
             Violation::TooManyInvocations(_) => {}
         }
     }
-    faults.extend(calls_mismatch(&steps, &record.invocations, &record.statements));
+    let mismatches = calls_mismatch(&steps, &record.invocations, &record.statements);
+    if !mismatches.is_empty() {
+        breached.push(GuaranteeKind::TraceMismatch);
+    }
+    faults.extend(mismatches);
     if let Some(plan) = request.plan
         && !request.deploy
     {
         let succeeded = outcome.ok;
-        faults.extend(
-            correspondence::check(plan, &steps, succeeded)
-                .into_iter()
-                .map(|m| format!("plan–trace correspondence: {m}")),
-        );
+        let broken = correspondence::check(plan, &steps, succeeded);
+        if !broken.is_empty() {
+            breached.push(GuaranteeKind::PlanCorrespondence);
+        }
+        faults.extend(broken.into_iter().map(|m| format!("plan–trace correspondence: {m}")));
     }
     // Control-flow entries never carry input or output (Part II §5.8).
     for step in &mut steps {
@@ -513,6 +544,11 @@ fn assess(
 
     let exhausted = record.violations.iter().any(|v| matches!(v, Violation::TooManyInvocations(_)));
     let stats = result.stats.and_then(|text| serde_json::from_str(&text).ok());
+    breached.sort_by_key(|kind| *kind as u8);
+    breached.dedup();
+    for kind in breached {
+        metrics.guarantee_violation(kind);
+    }
     if !faults.is_empty() {
         tracing::warn!(language = %description.name, run_id = request.run_id, faults = ?faults, "engine fault: the Run is failed");
         let outcome = Outcome::failure(
@@ -529,6 +565,7 @@ fn assess(
         };
     }
     if exhausted {
+        metrics.bound_trip(CallLabel::Execution, BoundKind::Invocations);
         outcome = Outcome::failure(
             RESOURCE_EXHAUSTED,
             format!("the Run reached its bound of {} invocations", bounds.invocations_per_run),
@@ -538,6 +575,7 @@ fn assess(
     // the Run's deadline (else the engine stopped it: `timeout` above);
     // either way the Run reached its wall-time bound.
     if let Some(step) = &record.stopped_at_deadline {
+        metrics.bound_trip(CallLabel::Execution, BoundKind::Deadline);
         outcome = deadline_outcome(bounds.execution.wall_time_ms, step);
     }
     let output = if outcome.ok { output } else { None };

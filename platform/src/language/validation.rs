@@ -14,6 +14,7 @@ use crate::protocol::diagnostic::{CONSTRAINT, CONTEXT_BINDING, Diagnostic, INPUT
 use crate::protocol::plan::Plan;
 use crate::protocol::requests::ValidateResponse;
 use crate::protocol::trace_identity::is_valid_step_id;
+use crate::telemetry::metrics::{BoundKind, CallLabel, GuaranteeKind};
 
 use super::description::ProgramKind;
 
@@ -187,6 +188,7 @@ pub fn validate(
     let limit = component.engine().bounds().result_bytes;
     let size = validation_size(&result);
     if size > limit {
+        component.engine().metrics().bound_trip(CallLabel::Validation, BoundKind::ResultBytes);
         return Err(bound_or_internal(CallError::ResultTooLarge { size, limit }));
     }
 
@@ -255,6 +257,9 @@ pub fn validate(
     };
     for defect in &defects {
         tracing::warn!(language = %description.name, defect = %defect.0, "engine defect corrected by the host");
+    }
+    if !defects.is_empty() {
+        component.engine().metrics().guarantee_violation(GuaranteeKind::ValidationDefect);
     }
     Ok(Validated {
         response,

@@ -10,9 +10,11 @@
 //! - [`schemas`]: input and output schemas;
 //! - [`sessions`]: observing the end of MCP sessions;
 //! - [`session_binding`]: each session bound to its principal, and the
-//!   ceilings on open sessions per principal and per tenant.
+//!   ceilings on open sessions per principal and per tenant;
+//! - [`observed`]: every request's server span and metrics.
 
 pub mod arguments;
+pub mod observed;
 pub mod schemas;
 pub mod session_binding;
 pub mod sessions;
@@ -204,8 +206,15 @@ impl ServerHandler for PilotageServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let _serving = self.platform.in_flight().enter();
-        let context = self.context(&context.extensions)?;
+        let extensions = context.extensions;
+        let context = self.context(&extensions)?;
+        let resolution = extensions.get::<observed::ToolResolution>();
         if let Err(message) = context.tenant.admit_request() {
+            if let Some(resolution) = resolution
+                && tools::role_of(&context.tenant, &request.name).is_some()
+            {
+                resolution.found();
+            }
             // A tenant quota is a bound reached before anything runs.
             return envelope(Err(operations::request_error(
                 crate::protocol::request_error::RequestErrorKind::BoundsExceeded,
@@ -216,6 +225,12 @@ impl ServerHandler for PilotageServer {
         let Some(role) = tools::role_of(&context.tenant, &request.name) else {
             return Err(McpError::invalid_params(format!("Unknown tool: {}", request.name), None));
         };
+        if let Some(resolution) = resolution {
+            resolution.found();
+        }
+        if let Some(slot) = role.slot() {
+            crate::telemetry::spans::record_language(&slot.entry.name);
+        }
         let args = Value::Object(request.arguments.unwrap_or_default());
         // A violation of the tool's own inputSchema is structural: a
         // carrier error before anything runs (Part III §7.1, §4.6).

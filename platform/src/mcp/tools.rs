@@ -31,6 +31,19 @@ pub enum ToolRole {
     Promote(Arc<LanguageSlot>),
 }
 
+impl ToolRole {
+    /// The Language a loop or promote tool serves; `None` for the access
+    /// tools.
+    pub fn slot(&self) -> Option<&Arc<LanguageSlot>> {
+        match self {
+            ToolRole::Manifest | ToolRole::Guide | ToolRole::Catalog => None,
+            ToolRole::Validate(slot) | ToolRole::Execute(slot) | ToolRole::Trace(slot) | ToolRole::Promote(slot) => {
+                Some(slot)
+            }
+        }
+    }
+}
+
 fn object(value: Value) -> Arc<JsonObject> {
     match value {
         Value::Object(map) => Arc::new(map),

@@ -40,6 +40,7 @@ use crate::run::promotion::{PromotedProgram, drifted};
 use crate::run::tenant_invoker::TenantInvoker;
 use crate::service::LanguageSlot;
 use crate::store::{Claim, HeldClaim, NewClaim, RunRow};
+use crate::telemetry::spans;
 
 /// The reserved members of an execute tool (Part III §4.4) besides the
 /// program argument.
@@ -88,7 +89,24 @@ fn sha(parts: &[&str]) -> String {
     hex::encode(hasher.finalize())
 }
 
-fn refused(run_id: String, status: &str, error: &str, diagnostics: Option<Vec<Diagnostic>>) -> Value {
+/// Counts a Run of `language` that ended `status` and records its id and
+/// status on the request's span (the current one).
+fn observe_outcome(context: &Context, language: &str, run_id: &str, status: &str) {
+    context.platform.engine().metrics().run(language, status);
+    spans::record_run(&tracing::Span::current(), run_id, status);
+}
+
+/// The response of a Run refused before anything ran (counted as a Run of
+/// `language`).
+fn refused(
+    context: &Context,
+    language: &str,
+    run_id: String,
+    status: &str,
+    error: &str,
+    diagnostics: Option<Vec<Diagnostic>>,
+) -> Value {
+    observe_outcome(context, language, &run_id, status);
     serde_json::to_value(ExecuteResponse {
         run_id,
         outcome: Outcome::failure(status, error),
@@ -252,11 +270,12 @@ pub async fn execute(context: &Context, slot: &Arc<LanguageSlot>, raw: &Value) -
     // 2. Catalog drift.
     let run_id = new_run_id();
     let snapshot = context.tenant.snapshot(&context.caller.principal, &language);
+    spans::record_catalog_version(snapshot.catalog_version());
     if declares(Capability::Catalog)
         && let Some(expected) = &args.expected_catalog_version
         && expected != snapshot.catalog_version()
     {
-        return Ok(refused(run_id, CATALOG_DRIFT, "catalog version mismatch", None));
+        return Ok(refused(context, &language, run_id, CATALOG_DRIFT, "catalog version mismatch", None));
     }
 
     // 3. Revalidation, or the promotion baseline.
@@ -266,6 +285,8 @@ pub async fn execute(context: &Context, slot: &Arc<LanguageSlot>, raw: &Value) -
             let changed = drifted(program, &snapshot);
             if !changed.is_empty() {
                 return Ok(refused(
+                    context,
+                    &language,
                     run_id,
                     PROMOTION_DRIFT,
                     &format!("{} changed since this program was promoted; promote it again", changed.join(", ")),
@@ -279,6 +300,8 @@ pub async fn execute(context: &Context, slot: &Arc<LanguageSlot>, raw: &Value) -
     if !validated.response.valid {
         if promoted_entry.is_some() {
             return Ok(refused(
+                context,
+                &language,
                 run_id,
                 PROMOTION_DRIFT,
                 "the promoted program no longer validates; promote it again",
@@ -286,6 +309,8 @@ pub async fn execute(context: &Context, slot: &Arc<LanguageSlot>, raw: &Value) -
             ));
         }
         return Ok(refused(
+            context,
+            &language,
             run_id,
             VALIDATION_ERROR,
             "the program is invalid; nothing ran",
@@ -327,6 +352,8 @@ pub async fn execute(context: &Context, slot: &Arc<LanguageSlot>, raw: &Value) -
     }
     if !findings.is_empty() {
         return Ok(refused(
+            context,
+            &language,
             run_id,
             VALIDATION_ERROR,
             "the input does not fit the program; nothing ran",
@@ -435,6 +462,7 @@ pub async fn execute(context: &Context, slot: &Arc<LanguageSlot>, raw: &Value) -
         }
     };
     drop(slot_guard);
+    observe_outcome(context, &language, &run_id, &response.outcome.status);
     let response = serde_json::to_value(&response).unwrap_or(Value::Null);
     if let Some((key, _, _)) = &idempotency {
         let recorded = context
@@ -565,7 +593,10 @@ async fn run(
     let component = slot.component.clone();
     let data_source = context.tenant.data_source_for(&slot.entry.name);
     let task_run_id = run_id.to_owned();
+    let span = spans::run_span(&slot.entry.name, run_id);
+    let run_span = span.clone();
     let execution = tokio::task::spawn_blocking(move || {
+        let _entered = span.enter();
         execution::execute(
             &component,
             ExecutionRequest {
@@ -586,6 +617,7 @@ async fn run(
     })
     .await
     .map_err(|e| request_error(RequestErrorKind::Internal, format!("the Run could not be started: {e}")))?;
+    run_span.record("pilotage.outcome.status", execution.outcome.status.as_str());
 
     let recorded_level = description.trace_ceiling;
     let retention = &slot.exposure.retention;

@@ -6,12 +6,14 @@
 use std::sync::Arc;
 
 use serde_json::Value;
+use tracing::Instrument;
 
 use super::{Context, OpError, request_error};
 use crate::catalog::CatalogSnapshot;
 use crate::language::validation::{self, Program, Validated, ValidationFailure};
 use crate::protocol::request_error::RequestErrorKind;
 use crate::service::{LanguageSlot, ValidationCache};
+use crate::telemetry::metrics::ValidationResult;
 
 /// The program argument of a loop tool, or a structural fault when a
 /// single-Language validate tool lacks it (Part III §4.4 rule 8).
@@ -39,6 +41,37 @@ pub async fn validated(
     context_value: Option<&Value>,
     snapshot: &CatalogSnapshot,
 ) -> Result<(Program, Arc<Validated>), OpError> {
+    let language = &slot.entry.name;
+    let span = tracing::debug_span!(
+        "pilotage.validate",
+        otel.name = %format_args!("validate {language}"),
+        pilotage.language = %language,
+        pilotage.catalog_version = %snapshot.catalog_version(),
+        pilotage.cache = tracing::field::Empty,
+        pilotage.valid = tracing::field::Empty,
+    );
+    let metrics = context.platform.engine().metrics();
+    let result = validated_in_span(context, slot, program, context_value, snapshot).instrument(span.clone()).await;
+    let counted = match &result {
+        Ok((_, validated)) if validated.response.valid => ValidationResult::Valid,
+        Ok(_) => ValidationResult::Invalid,
+        Err(OpError::Request(error)) if error.error.kind == RequestErrorKind::BoundsExceeded => {
+            ValidationResult::BoundsExceeded
+        }
+        Err(_) => ValidationResult::Failed,
+    };
+    metrics.validation(language, counted);
+    span.record("pilotage.valid", counted == ValidationResult::Valid);
+    result
+}
+
+async fn validated_in_span(
+    context: &Context,
+    slot: &Arc<LanguageSlot>,
+    program: &Value,
+    context_value: Option<&Value>,
+    snapshot: &CatalogSnapshot,
+) -> Result<(Program, Arc<Validated>), OpError> {
     let bounds = context.platform.engine().bounds();
     let description = slot.description();
     let program = Program::from_argument(description.program_kind, program, bounds.program_bytes, bounds.nesting_depth)
@@ -50,15 +83,21 @@ pub async fn validated(
         snapshot.catalog_version(),
         context_value,
     );
+    let metrics = context.platform.engine().metrics();
+    let span = tracing::Span::current();
     if let Some(hit) = context.platform.validations().get(&key) {
+        metrics.validation_cache(true);
+        span.record("pilotage.cache", "hit");
         return Ok((program, hit));
     }
+    metrics.validation_cache(false);
+    span.record("pilotage.cache", "miss");
     let component = slot.component.clone();
     let task_program = program.clone();
     let task_context = context_value.cloned();
     let task_snapshot = snapshot.clone();
     let result = tokio::task::spawn_blocking(move || {
-        validation::validate(&component, &task_program, task_context.as_ref(), &task_snapshot)
+        span.in_scope(|| validation::validate(&component, &task_program, task_context.as_ref(), &task_snapshot))
     })
     .await
     .map_err(|error| request_error(RequestErrorKind::Internal, format!("the validator stopped unexpectedly: {error}")))?
@@ -86,6 +125,7 @@ fn failure_to_error(failure: ValidationFailure) -> OpError {
 pub async fn validate(context: &Context, slot: &Arc<LanguageSlot>, args: &Value) -> Result<Arc<Validated>, OpError> {
     let program = program_argument(slot, args)?;
     let snapshot = context.tenant.snapshot(&context.caller.principal, &slot.entry.name);
+    crate::telemetry::spans::record_catalog_version(snapshot.catalog_version());
     let (_, result) = validated(context, slot, program, args.get("context"), &snapshot).await?;
     Ok(result)
 }

@@ -25,6 +25,8 @@ use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::{AnyPool, Row, SqlStr};
 
+use crate::telemetry::metrics::{Metrics, StoreOperation};
+
 /// Which database a store talks to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
@@ -57,6 +59,26 @@ pub enum StoreError {
 pub struct Store {
     pool: AnyPool,
     backend: Backend,
+    /// Where the latency of the operations on a request's path is
+    /// recorded (`pilotage_store_operation_duration_seconds`), once
+    /// [`Store::observed`].
+    metrics: Option<Metrics>,
+}
+
+/// Records one operation's time into the store's metrics when dropped (at
+/// the end of the operation, whichever way it ends).
+struct OperationTimer<'a> {
+    metrics: Option<&'a Metrics>,
+    operation: StoreOperation,
+    started: std::time::Instant,
+}
+
+impl Drop for OperationTimer<'_> {
+    fn drop(&mut self) {
+        if let Some(metrics) = self.metrics {
+            metrics.store_operation(self.operation, self.started.elapsed());
+        }
+    }
 }
 
 /// One stored run record.
@@ -263,7 +285,18 @@ impl Store {
             })
             .connect(&url)
             .await?;
-        Ok(Store { pool, backend })
+        Ok(Store { pool, backend, metrics: None })
+    }
+
+    /// This store, recording the latency of its request-path operations
+    /// into `metrics`.
+    pub fn observed(mut self, metrics: Metrics) -> Store {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    fn timer(&self, operation: StoreOperation) -> OperationTimer<'_> {
+        OperationTimer { metrics: self.metrics.as_ref(), operation, started: std::time::Instant::now() }
     }
 
     /// Which database this is.
@@ -282,6 +315,7 @@ impl Store {
 
     /// Whether the database answers.
     pub async fn ping(&self) -> bool {
+        let _timer = self.timer(StoreOperation::Ping);
         sqlx::query("SELECT 1").execute(&self.pool).await.is_ok()
     }
 
@@ -290,6 +324,7 @@ impl Store {
     /// # Errors
     /// [`StoreError`] when the write fails.
     pub async fn run_insert(&self, row: &RunRow) -> Result<(), StoreError> {
+        let _timer = self.timer(StoreOperation::RunInsert);
         sqlx::query(
             "INSERT INTO runs (run_id, tenant, subject, language, session_id, recorded_level, record, bytes, created_at, expires_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
@@ -314,6 +349,7 @@ impl Store {
     /// # Errors
     /// [`StoreError`] when the read fails.
     pub async fn run_get(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {
+        let _timer = self.timer(StoreOperation::RunGet);
         let row = sqlx::query(
             "SELECT run_id, tenant, subject, language, session_id, recorded_level, record, created_at, expires_at FROM runs WHERE run_id = $1",
         )
@@ -344,6 +380,7 @@ impl Store {
     /// # Errors
     /// [`StoreError`] when the write fails.
     pub async fn runs_delete_session(&self, session_id: &str) -> Result<u64, StoreError> {
+        let _timer = self.timer(StoreOperation::RunsDeleteSession);
         Ok(sqlx::query("DELETE FROM runs WHERE session_id = $1")
             .bind(session_id)
             .execute(&self.pool)
@@ -365,6 +402,7 @@ impl Store {
     /// # Errors
     /// [`StoreError`] when the write fails.
     pub async fn sweep(&self, now_ms: i64) -> Result<u64, StoreError> {
+        let _timer = self.timer(StoreOperation::Sweep);
         let runs = sqlx::query("DELETE FROM runs WHERE expires_at IS NOT NULL AND expires_at <= $1")
             .bind(now_ms)
             .execute(&self.pool)
@@ -394,6 +432,7 @@ impl Store {
     /// # Errors
     /// [`StoreError`] when the database fails.
     pub async fn idempotency_claim(&self, claim: &NewClaim<'_>) -> Result<Claim, StoreError> {
+        let _timer = self.timer(StoreOperation::IdempotencyClaim);
         sqlx::query("DELETE FROM idempotency_keys WHERE tenant = $1 AND subject = $2 AND idempotency_key = $3 AND expires_at <= $4")
             .bind(claim.tenant)
             .bind(claim.subject)
@@ -435,6 +474,7 @@ impl Store {
         subject: &str,
         key: &str,
     ) -> Result<Option<HeldClaim>, StoreError> {
+        let _timer = self.timer(StoreOperation::IdempotencyGet);
         let row = sqlx::query(
             "SELECT runnable_hash, input_hash, response, run_id, owner, lease_expires_at FROM idempotency_keys \
              WHERE tenant = $1 AND subject = $2 AND idempotency_key = $3",
@@ -472,6 +512,7 @@ impl Store {
         owner: &str,
         lease_expires_at: i64,
     ) -> Result<bool, StoreError> {
+        let _timer = self.timer(StoreOperation::IdempotencyRenew);
         let renewed = sqlx::query(
             "UPDATE idempotency_keys SET lease_expires_at = $1 WHERE tenant = $2 AND subject = $3 AND idempotency_key = $4 \
              AND state = 'running' AND run_id = $5 AND owner = $6",
@@ -502,6 +543,7 @@ impl Store {
         run_id: &str,
         response: &str,
     ) -> Result<bool, StoreError> {
+        let _timer = self.timer(StoreOperation::IdempotencyComplete);
         let completed = sqlx::query(
             "UPDATE idempotency_keys SET state = 'done', response = $1 WHERE tenant = $2 AND subject = $3 AND idempotency_key = $4 \
              AND state = 'running' AND run_id = $5",
@@ -537,6 +579,7 @@ impl Store {
         now_ms: i64,
         response: &str,
     ) -> Result<bool, StoreError> {
+        let _timer = self.timer(StoreOperation::IdempotencyTakeOver);
         let taken = sqlx::query(
             "UPDATE idempotency_keys SET state = 'done', response = $1, owner = $2 WHERE tenant = $3 AND subject = $4 \
              AND idempotency_key = $5 AND state = 'running' AND COALESCE(run_id, '') = $6 AND COALESCE(lease_expires_at, 0) <= $7",
@@ -566,6 +609,7 @@ impl Store {
         key: &str,
         run_id: &str,
     ) -> Result<(), StoreError> {
+        let _timer = self.timer(StoreOperation::IdempotencyRelease);
         sqlx::query(
             "DELETE FROM idempotency_keys WHERE tenant = $1 AND subject = $2 AND idempotency_key = $3 AND state = 'running' AND run_id = $4",
         )
@@ -584,6 +628,7 @@ impl Store {
     /// # Errors
     /// [`StoreError`] when the write fails.
     pub async fn promoted_insert(&self, row: &PromotedRow) -> Result<(), StoreError> {
+        let _timer = self.timer(StoreOperation::PromotedInsert);
         sqlx::query(
             "INSERT INTO promoted_programs (tenant, program_ref, language, entry, body, baseline, promoter, created_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (tenant, program_ref) DO NOTHING",
@@ -1129,6 +1174,7 @@ impl Store {
     /// # Errors
     /// [`StoreError`] when the write fails.
     pub async fn audit(&self, row: &AuditRow) -> Result<(), StoreError> {
+        let _timer = self.timer(StoreOperation::Audit);
         sqlx::query("INSERT INTO audit_log (at, actor, action, target, detail) VALUES ($1, $2, $3, $4, $5)")
             .bind(row.at)
             .bind(&row.actor)
@@ -1170,6 +1216,7 @@ impl Store {
     /// # Errors
     /// [`StoreError`] when the read fails.
     pub async fn run_bytes_of_tenant(&self, tenant: &str) -> Result<i64, StoreError> {
+        let _timer = self.timer(StoreOperation::RunBytesOfTenant);
         let row = sqlx::query("SELECT bytes FROM run_bytes WHERE tenant = $1")
             .bind(tenant)
             .fetch_optional(&self.pool)

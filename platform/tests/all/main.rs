@@ -23,6 +23,7 @@ mod sql_endpoint;
 mod sql_language;
 mod sql_reach;
 mod stdio;
+mod telemetry;
 mod tenancy;
 mod tenant_memory;
 mod workflow_language;

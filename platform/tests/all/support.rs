@@ -133,18 +133,26 @@ pub async fn spawn_serving(command: &mut tokio::process::Command) -> (tokio::pro
         .spawn()
         .unwrap();
     let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = loop {
+    let url = mcp_url_announced(&mut lines).await;
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, url)
+}
+
+/// Reads a spawned `pilotage serve`'s stderr, for up to two minutes,
+/// until the line naming its MCP URL, and returns the URL.
+pub async fn mcp_url_announced(
+    lines: &mut tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStderr>>,
+) -> String {
+    loop {
         let line = tokio::time::timeout(std::time::Duration::from_secs(120), lines.next_line())
             .await
             .expect("the server starts within 2 minutes")
-            .unwrap()
+            .expect("stderr is readable")
             .expect("the server says where it listens");
         if let Some(url) = line.strip_prefix("Pilotage Platform: MCP at ") {
-            break url.to_owned();
+            return url.to_owned();
         }
-    };
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    (child, url)
+    }
 }
 
 /// The repository root (the paths of installs, builds and scripts run by

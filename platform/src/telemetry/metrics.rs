@@ -1,0 +1,729 @@
+//! The platform's Prometheus metrics: one registry per engine (so one per
+//! running server), its families, and handles resolved once per label
+//! value so that a served request costs a map lookup under a read lock and
+//! a few atomic adds, never an allocation.
+//!
+//! Every name starts with `pilotage_`, units are in the names, durations
+//! are histograms in seconds. The exposition is the Prometheus text format
+//! 0.0.4 (the `prometheus` crate), which every Prometheus scrapes and
+//! `promtool check metrics` lints.
+//! Labels are closed sets or bounded per deployment: MCP method names (a
+//! fixed list, anything else is `other`), tool names and Language names
+//! (what the deployment's tenants install), entry kinds (the Languages'
+//! declared kinds), run statuses (each Language's closed set). Each of the
+//! open-ended ones holds at most [`MAX_LABEL_VALUES`] distinct values per
+//! process; later ones are counted under [`OVERFLOW_LABEL`]. No metric is
+//! labelled by tenant, subject, session or run.
+//!
+//! Deployments and firings have no metrics: the platform runs no
+//! deployment runtime yet (issue 14).
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock, RwLock};
+use std::time::Duration;
+
+use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry};
+
+/// Most distinct values one open-ended label (tool, Language, entry kind)
+/// takes in one process; the values after it are counted under
+/// [`OVERFLOW_LABEL`]. Rationale: a deployment's tools and Languages are
+/// few, and a runaway set of names must not grow the exposition without
+/// bound.
+pub const MAX_LABEL_VALUES: usize = 256;
+
+/// The label value of everything past [`MAX_LABEL_VALUES`].
+pub const OVERFLOW_LABEL: &str = "_other";
+
+/// The label value of a tool name the caller's tenant does not serve (a
+/// `tools/call` refused as unknown): never the name itself, which the
+/// client chose.
+pub const UNKNOWN_TOOL_LABEL: &str = "_unknown";
+
+/// The MCP methods counted under their own name (`method` label); any
+/// other method is `other`.
+pub const MCP_METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+    "logging/setLevel",
+    "subscriptions/listen",
+    "tasks/get",
+    "tasks/update",
+    "tasks/cancel",
+    "skills/list",
+    "skills/get",
+    "resources/directory/read",
+    "other",
+];
+
+/// Upper bounds of every duration histogram, in seconds: 50 µs (a cached
+/// validation) to a minute (the longest request timeout in use).
+const SECONDS_BUCKETS: [f64; 19] = [
+    0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+    10.0, 30.0, 60.0,
+];
+
+/// How an MCP request ended (`outcome` label of the request metrics).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum McpOutcome {
+    /// A result; for `tools/call`, one with `isError: false`.
+    Ok,
+    /// A `tools/call` result with `isError: true`: a Pilotage request
+    /// error (Part III §7.2), OpenTelemetry's `tool_error`.
+    ToolError,
+    /// A JSON-RPC error response (a carrier error, Part III §7.1).
+    RpcError,
+}
+
+impl McpOutcome {
+    const ALL: [McpOutcome; 3] = [McpOutcome::Ok, McpOutcome::ToolError, McpOutcome::RpcError];
+
+    /// The label value: `ok`, `tool_error` or `rpc_error`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            McpOutcome::Ok => "ok",
+            McpOutcome::ToolError => "tool_error",
+            McpOutcome::RpcError => "rpc_error",
+        }
+    }
+}
+
+/// How a validation ended (`result` label of `pilotage_validations_total`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ValidationResult {
+    /// `valid: true`.
+    Valid,
+    /// `valid: false` (diagnostics with an error).
+    Invalid,
+    /// A validation bound was exceeded (`bounds_exceeded`).
+    BoundsExceeded,
+    /// The validator failed (`internal`).
+    Failed,
+}
+
+impl ValidationResult {
+    const ALL: [ValidationResult; 4] = [
+        ValidationResult::Valid,
+        ValidationResult::Invalid,
+        ValidationResult::BoundsExceeded,
+        ValidationResult::Failed,
+    ];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ValidationResult::Valid => "valid",
+            ValidationResult::Invalid => "invalid",
+            ValidationResult::BoundsExceeded => "bounds_exceeded",
+            ValidationResult::Failed => "failed",
+        }
+    }
+}
+
+/// Which bounds a component call ran under (`call` label).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CallLabel {
+    /// `describe`, `validate`, `bind-input`.
+    Validation,
+    /// `execute`.
+    Execution,
+}
+
+impl CallLabel {
+    const ALL: [CallLabel; 2] = [CallLabel::Validation, CallLabel::Execution];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallLabel::Validation => "validation",
+            CallLabel::Execution => "execution",
+        }
+    }
+}
+
+/// A bound that stopped a call or a Run (Part II §10.1; `bound` label of
+/// `pilotage_bound_trips_total`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BoundKind {
+    /// Fuel ran out.
+    Fuel,
+    /// The memory limiter refused a growth.
+    Memory,
+    /// The wall-time deadline fired (epoch interruption, or a statement
+    /// stopped at the Run's deadline).
+    Deadline,
+    /// The wasm stack bound.
+    Stack,
+    /// The result was larger than `result_bytes`.
+    ResultBytes,
+    /// The Run reached `invocations_per_run`.
+    Invocations,
+}
+
+impl BoundKind {
+    const ALL: [BoundKind; 6] = [
+        BoundKind::Fuel,
+        BoundKind::Memory,
+        BoundKind::Deadline,
+        BoundKind::Stack,
+        BoundKind::ResultBytes,
+        BoundKind::Invocations,
+    ];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BoundKind::Fuel => "fuel",
+            BoundKind::Memory => "memory",
+            BoundKind::Deadline => "deadline",
+            BoundKind::Stack => "stack",
+            BoundKind::ResultBytes => "result_bytes",
+            BoundKind::Invocations => "invocations",
+        }
+    }
+}
+
+/// A guarantee of the host that a component broke (`kind` label of
+/// `pilotage_host_guarantee_violations_total`): the `engine_fault` cases of
+/// execution (Part II §6.5.4, §10.1) and the defects the host corrects in
+/// a validation (Part II §5.5, §6.4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GuaranteeKind {
+    /// The component trapped (a panic, `unreachable`, a bad access).
+    Trap,
+    /// It tried to invoke an entry or run a statement outside its
+    /// validated program, or an entry the caller cannot see.
+    Containment,
+    /// Its trace hid or invented an invocation or a statement.
+    TraceMismatch,
+    /// Its trace broke plan–trace correspondence.
+    PlanCorrespondence,
+    /// Its result broke the contract: an outcome inconsistent with `ok`, a
+    /// status outside the Language's closed set, output that is not JSON,
+    /// a malformed trace step.
+    MalformedResult,
+    /// A validation defect the host corrected (an undeclared diagnostic
+    /// code, a reserved character in a step id, a plan calling an
+    /// invisible entry).
+    ValidationDefect,
+}
+
+impl GuaranteeKind {
+    const ALL: [GuaranteeKind; 6] = [
+        GuaranteeKind::Trap,
+        GuaranteeKind::Containment,
+        GuaranteeKind::TraceMismatch,
+        GuaranteeKind::PlanCorrespondence,
+        GuaranteeKind::MalformedResult,
+        GuaranteeKind::ValidationDefect,
+    ];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GuaranteeKind::Trap => "trap",
+            GuaranteeKind::Containment => "containment",
+            GuaranteeKind::TraceMismatch => "trace_mismatch",
+            GuaranteeKind::PlanCorrespondence => "plan_correspondence",
+            GuaranteeKind::MalformedResult => "malformed_result",
+            GuaranteeKind::ValidationDefect => "validation_defect",
+        }
+    }
+}
+
+/// A store operation whose latency is measured (`operation` label of
+/// `pilotage_store_operation_duration_seconds`): the ones on a request's
+/// path and the periodic ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StoreOperation {
+    /// `Store::ping` (`/readyz`).
+    Ping,
+    /// Writing a retained Run.
+    RunInsert,
+    /// Reading a Run (trace fetch).
+    RunGet,
+    /// Deleting a session's Runs.
+    RunsDeleteSession,
+    /// The stored-bytes quota read.
+    RunBytesOfTenant,
+    /// The expiry sweep.
+    Sweep,
+    /// Claiming an idempotency key.
+    IdempotencyClaim,
+    /// Reading an idempotency key.
+    IdempotencyGet,
+    /// Renewing a claim's lease.
+    IdempotencyRenew,
+    /// Recording a claimed Run's response.
+    IdempotencyComplete,
+    /// Taking over a claim whose lease ran out.
+    IdempotencyTakeOver,
+    /// Releasing a refused Run's claim.
+    IdempotencyRelease,
+    /// Storing a promoted program.
+    PromotedInsert,
+    /// Writing an audit record.
+    Audit,
+}
+
+impl StoreOperation {
+    const ALL: [StoreOperation; 14] = [
+        StoreOperation::Ping,
+        StoreOperation::RunInsert,
+        StoreOperation::RunGet,
+        StoreOperation::RunsDeleteSession,
+        StoreOperation::RunBytesOfTenant,
+        StoreOperation::Sweep,
+        StoreOperation::IdempotencyClaim,
+        StoreOperation::IdempotencyGet,
+        StoreOperation::IdempotencyRenew,
+        StoreOperation::IdempotencyComplete,
+        StoreOperation::IdempotencyTakeOver,
+        StoreOperation::IdempotencyRelease,
+        StoreOperation::PromotedInsert,
+        StoreOperation::Audit,
+    ];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StoreOperation::Ping => "ping",
+            StoreOperation::RunInsert => "run_insert",
+            StoreOperation::RunGet => "run_get",
+            StoreOperation::RunsDeleteSession => "runs_delete_session",
+            StoreOperation::RunBytesOfTenant => "run_bytes_of_tenant",
+            StoreOperation::Sweep => "sweep",
+            StoreOperation::IdempotencyClaim => "idempotency_claim",
+            StoreOperation::IdempotencyGet => "idempotency_get",
+            StoreOperation::IdempotencyRenew => "idempotency_renew",
+            StoreOperation::IdempotencyComplete => "idempotency_complete",
+            StoreOperation::IdempotencyTakeOver => "idempotency_take_over",
+            StoreOperation::IdempotencyRelease => "idempotency_release",
+            StoreOperation::PromotedInsert => "promoted_insert",
+            StoreOperation::Audit => "audit",
+        }
+    }
+}
+
+/// Handles resolved once per value of an open-ended label, at most
+/// [`MAX_LABEL_VALUES`] of them; later values share the overflow handles.
+struct BoundedHandles<T> {
+    by_value: RwLock<HashMap<String, Arc<T>>>,
+    overflow: OnceLock<Arc<T>>,
+}
+
+impl<T> Default for BoundedHandles<T> {
+    fn default() -> Self {
+        BoundedHandles { by_value: RwLock::new(HashMap::new()), overflow: OnceLock::new() }
+    }
+}
+
+impl<T> BoundedHandles<T> {
+    /// The handles of `value`, made by `make` (given the label value to
+    /// use) the first time it is seen.
+    fn get(&self, value: &str, make: impl FnOnce(&str) -> T) -> Arc<T> {
+        if let Some(found) = self.by_value.read().unwrap_or_else(|p| p.into_inner()).get(value) {
+            return found.clone();
+        }
+        let mut by_value = self.by_value.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(found) = by_value.get(value) {
+            return found.clone();
+        }
+        if by_value.len() >= MAX_LABEL_VALUES {
+            return self.overflow.get_or_init(|| Arc::new(make(OVERFLOW_LABEL))).clone();
+        }
+        let made = Arc::new(make(value));
+        by_value.insert(value.to_owned(), made.clone());
+        made
+    }
+}
+
+/// A request counter and its latency histogram, one pair per outcome.
+struct RequestHandles {
+    by_outcome: [(IntCounter, Histogram); 3],
+}
+
+impl RequestHandles {
+    fn observe(&self, outcome: McpOutcome, elapsed: Duration) {
+        let (count, latency) = &self.by_outcome[outcome as usize];
+        count.inc();
+        latency.observe(elapsed.as_secs_f64());
+    }
+}
+
+/// The per-Language handles: validations by result.
+struct LanguageHandles {
+    /// The label value this Language is counted under.
+    label: String,
+    validations: [IntCounter; 4],
+}
+
+/// The per-entry-kind handles: invocation latency, ok and failed.
+struct EntryKindHandles {
+    ok: Histogram,
+    failed: Histogram,
+}
+
+/// The families whose label values are open-ended.
+struct Families {
+    mcp_requests: IntCounterVec,
+    mcp_duration: HistogramVec,
+    validations: IntCounterVec,
+    runs: IntCounterVec,
+    invocation_duration: HistogramVec,
+}
+
+struct Inner {
+    registry: Registry,
+    families: Families,
+    methods: HashMap<&'static str, RequestHandles>,
+    tools: BoundedHandles<RequestHandles>,
+    languages: BoundedHandles<LanguageHandles>,
+    entry_kinds: BoundedHandles<EntryKindHandles>,
+    cache_hits: IntCounter,
+    cache_misses: IntCounter,
+    fuel: [IntCounter; 2],
+    call_duration: [Histogram; 2],
+    bound_trips: [[IntCounter; 6]; 2],
+    violations: [IntCounter; 6],
+    store_duration: [Histogram; 14],
+    sessions_open: IntGauge,
+    subscriptions_open: IntGauge,
+    tenants: IntGauge,
+}
+
+/// The platform's metrics. Cheap to clone (one shared registry); safe to
+/// use from any thread. See the module docs for names and labels, and
+/// `docs/architecture.md` ("Telemetry").
+#[derive(Clone)]
+pub struct Metrics {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+/// Occurs when the registry cannot be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MetricsError {
+    /// Occurs when a metric's name, help or labels are refused, or a name
+    /// is registered twice (a defect of this module, which its unit tests
+    /// catch).
+    #[error("metric pilotage_{name}: {source}")]
+    Invalid {
+        /// The metric's name, without the prefix.
+        name: String,
+        /// Why.
+        source: prometheus::Error,
+    },
+}
+
+/// Registers a collector built from constant options.
+fn registered<C: prometheus::core::Collector + Clone + 'static>(
+    registry: &Registry,
+    name: &str,
+    collector: prometheus::Result<C>,
+) -> Result<C, MetricsError> {
+    collector
+        .and_then(|collector| registry.register(Box::new(collector.clone())).map(|()| collector))
+        .map_err(|source| MetricsError::Invalid { name: name.to_owned(), source })
+}
+
+fn counters(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> Result<IntCounterVec, MetricsError> {
+    registered(registry, name, IntCounterVec::new(Opts::new(name, help), labels))
+}
+
+fn histograms(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> Result<HistogramVec, MetricsError> {
+    let options = HistogramOpts::new(name, help).buckets(SECONDS_BUCKETS.to_vec());
+    registered(registry, name, HistogramVec::new(options, labels))
+}
+
+fn counter(registry: &Registry, name: &str, help: &str) -> Result<IntCounter, MetricsError> {
+    registered(registry, name, IntCounter::new(name, help))
+}
+
+fn gauge(registry: &Registry, name: &str, help: &str) -> Result<IntGauge, MetricsError> {
+    registered(registry, name, IntGauge::new(name, help))
+}
+
+impl Metrics {
+    /// A registry with every family registered and the closed label sets'
+    /// handles resolved.
+    ///
+    /// # Errors
+    /// [`MetricsError`] when a metric is refused (a defect of this module).
+    pub fn new() -> Result<Metrics, MetricsError> {
+        let registry = Registry::new_custom(Some("pilotage".to_owned()), None)
+            .map_err(|source| MetricsError::Invalid { name: String::new(), source })?;
+        let families = Families {
+            mcp_requests: counters(
+                &registry,
+                "mcp_requests_total",
+                "MCP requests answered, by JSON-RPC method, tool (tools/call only) and outcome (ok; tool_error: isError true; rpc_error: a JSON-RPC error).",
+                &["method", "tool", "outcome"],
+            )?,
+            mcp_duration: histograms(
+                &registry,
+                "mcp_request_duration_seconds",
+                "Time from an MCP request's dispatch to its answer, by method, tool and outcome.",
+                &["method", "tool", "outcome"],
+            )?,
+            validations: counters(
+                &registry,
+                "validations_total",
+                "Validations by Language and result (valid, invalid, bounds_exceeded, failed), cached or not.",
+                &["language", "result"],
+            )?,
+            runs: counters(
+                &registry,
+                "runs_total",
+                "Runs by Language and outcome status (Part II 5.7), refused Runs included.",
+                &["language", "status"],
+            )?,
+            invocation_duration: histograms(
+                &registry,
+                "invocation_duration_seconds",
+                "Time of one invocation of a catalog entry by a Run, by entry kind and outcome (ok, failed).",
+                &["entry_kind", "outcome"],
+            )?,
+        };
+        let cache_hits =
+            counter(&registry, "validation_cache_hits_total", "Validations answered from the validation cache.")?;
+        let cache_misses = counter(
+            &registry,
+            "validation_cache_misses_total",
+            "Validations the validation cache could not answer (the component was called).",
+        )?;
+        let fuel_family = counters(
+            &registry,
+            "wasm_fuel_used_total",
+            "Wasm fuel (about one unit per instruction) burnt by Language components, by call kind.",
+            &["call"],
+        )?;
+        let fuel = CallLabel::ALL.map(|call| fuel_family.with_label_values(&[call.as_str()]));
+        let call_family = histograms(
+            &registry,
+            "wasm_call_duration_seconds",
+            "Time of one Language component call (fresh instance, the call, lifting the result), by call kind.",
+            &["call"],
+        )?;
+        let call_duration = CallLabel::ALL.map(|call| call_family.with_label_values(&[call.as_str()]));
+        let bound_family = counters(
+            &registry,
+            "bound_trips_total",
+            "Calls and Runs stopped by an evaluation bound (Part II 10.1), by call kind and bound.",
+            &["call", "bound"],
+        )?;
+        let bound_trips = CallLabel::ALL
+            .map(|call| BoundKind::ALL.map(|bound| bound_family.with_label_values(&[call.as_str(), bound.as_str()])));
+        let violation_family = counters(
+            &registry,
+            "host_guarantee_violations_total",
+            "Breaches of the host's guarantees by a Language component (engine_fault Runs, corrected validation defects), by kind.",
+            &["kind"],
+        )?;
+        let violations = GuaranteeKind::ALL.map(|kind| violation_family.with_label_values(&[kind.as_str()]));
+        let store_family = histograms(
+            &registry,
+            "store_operation_duration_seconds",
+            "Time of one operation on the platform's database, by operation.",
+            &["operation"],
+        )?;
+        let store_duration = StoreOperation::ALL.map(|operation| store_family.with_label_values(&[operation.as_str()]));
+        let sessions_open = gauge(&registry, "mcp_sessions_open", "MCP sessions open (initialized, not yet ended).")?;
+        let subscriptions_open = gauge(
+            &registry,
+            "mcp_subscriptions_open",
+            "Open subscriptions/listen streams of clients without a session (2026-07-28).",
+        )?;
+        let tenants = gauge(&registry, "tenants", "Tenants this server serves.")?;
+        let methods = MCP_METHODS.iter().map(|&method| (method, request_handles(&families, method, ""))).collect();
+        Ok(Metrics {
+            inner: Arc::new(Inner {
+                registry,
+                families,
+                methods,
+                tools: BoundedHandles::default(),
+                languages: BoundedHandles::default(),
+                entry_kinds: BoundedHandles::default(),
+                cache_hits,
+                cache_misses,
+                fuel,
+                call_duration,
+                bound_trips,
+                violations,
+                store_duration,
+                sessions_open,
+                subscriptions_open,
+                tenants,
+            }),
+        })
+    }
+
+    /// The method label of an MCP method name: itself when it is one of
+    /// [`MCP_METHODS`], else `other`.
+    pub fn method_label(method: &str) -> &'static str {
+        MCP_METHODS.iter().find(|&&known| known == method).copied().unwrap_or("other")
+    }
+
+    /// Counts one answered MCP request. `tool` is the tool's name for a
+    /// `tools/call` whose tool the tenant serves, [`UNKNOWN_TOOL_LABEL`]
+    /// for one it does not, `None` for other methods.
+    pub fn mcp_request(&self, method: &'static str, tool: Option<&str>, outcome: McpOutcome, elapsed: Duration) {
+        match tool {
+            Some(tool) => {
+                let families = &self.inner.families;
+                self.inner.tools.get(tool, |label| request_handles(families, method, label)).observe(outcome, elapsed);
+            }
+            None => {
+                if let Some(handles) = self.inner.methods.get(method) {
+                    handles.observe(outcome, elapsed);
+                }
+            }
+        }
+    }
+
+    fn language(&self, language: &str) -> Arc<LanguageHandles> {
+        let families = &self.inner.families;
+        self.inner.languages.get(language, |label| LanguageHandles {
+            label: label.to_owned(),
+            validations: ValidationResult::ALL
+                .map(|result| families.validations.with_label_values(&[label, result.as_str()])),
+        })
+    }
+
+    /// Counts one validation of `language` that ended with `result`.
+    pub fn validation(&self, language: &str, result: ValidationResult) {
+        self.language(language).validations[result as usize].inc();
+    }
+
+    /// Counts one lookup of the validation cache.
+    pub fn validation_cache(&self, hit: bool) {
+        if hit { &self.inner.cache_hits } else { &self.inner.cache_misses }.inc();
+    }
+
+    /// Counts one Run of `language` that ended with outcome `status`
+    /// (refused Runs included; replays of an idempotency key are not new
+    /// Runs).
+    pub fn run(&self, language: &str, status: &str) {
+        let language = self.language(language);
+        self.inner.families.runs.with_label_values(&[language.label.as_str(), status]).inc();
+    }
+
+    /// Records one component call under `call`'s bounds: its fuel and its
+    /// time.
+    pub fn component_call(&self, call: CallLabel, fuel: u64, elapsed: Duration) {
+        self.inner.fuel[call as usize].inc_by(fuel);
+        self.inner.call_duration[call as usize].observe(elapsed.as_secs_f64());
+    }
+
+    /// Counts one trip of `bound` in a call of kind `call`.
+    pub fn bound_trip(&self, call: CallLabel, bound: BoundKind) {
+        self.inner.bound_trips[call as usize][bound as usize].inc();
+    }
+
+    /// Counts one breach of a host guarantee.
+    pub fn guarantee_violation(&self, kind: GuaranteeKind) {
+        self.inner.violations[kind as usize].inc();
+    }
+
+    /// Records one invocation of a catalog entry of kind `entry_kind`.
+    pub fn invocation(&self, entry_kind: &str, ok: bool, elapsed: Duration) {
+        let families = &self.inner.families;
+        let handles = self.inner.entry_kinds.get(entry_kind, |label| EntryKindHandles {
+            ok: families.invocation_duration.with_label_values(&[label, "ok"]),
+            failed: families.invocation_duration.with_label_values(&[label, "failed"]),
+        });
+        let histogram = if ok { &handles.ok } else { &handles.failed };
+        histogram.observe(elapsed.as_secs_f64());
+    }
+
+    /// Records one store operation's time.
+    pub fn store_operation(&self, operation: StoreOperation, elapsed: Duration) {
+        self.inner.store_duration[operation as usize].observe(elapsed.as_secs_f64());
+    }
+
+    /// Sets the gauges read at scrape time: open sessions, open
+    /// subscriptions, tenants.
+    pub fn set_gauges(&self, sessions_open: usize, subscriptions_open: usize, tenants: usize) {
+        self.inner.sessions_open.set(sessions_open as i64);
+        self.inner.subscriptions_open.set(subscriptions_open as i64);
+        self.inner.tenants.set(tenants as i64);
+    }
+
+    /// The exposition in the Prometheus text format 0.0.4 (media type
+    /// [`TEXT_CONTENT_TYPE`]).
+    pub fn encode(&self) -> String {
+        // Encoding gathered families into a String cannot fail.
+        prometheus::TextEncoder::new().encode_to_string(&self.inner.registry.gather()).unwrap_or_default()
+    }
+}
+
+/// The media type of [`Metrics::encode`]'s text.
+pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+fn request_handles(families: &Families, method: &'static str, tool: &str) -> RequestHandles {
+    RequestHandles {
+        by_outcome: McpOutcome::ALL.map(|outcome| {
+            let labels = [method, tool, outcome.as_str()];
+            (families.mcp_requests.with_label_values(&labels), families.mcp_duration.with_label_values(&labels))
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_carry_the_prefix_units_and_counter_suffix() {
+        let metrics = Metrics::new().unwrap();
+        metrics.mcp_request("tools/call", Some("validate_workflow"), McpOutcome::ToolError, Duration::from_millis(2));
+        metrics.validation("workflow/v1", ValidationResult::Valid);
+        metrics.run("workflow/v1", "ok");
+        metrics.invocation("capability", true, Duration::from_millis(1));
+        let text = metrics.encode();
+        assert!(text.contains(
+            "pilotage_mcp_requests_total{method=\"tools/call\",outcome=\"tool_error\",tool=\"validate_workflow\"} 1"
+        ));
+        assert!(text.contains("# TYPE pilotage_mcp_request_duration_seconds histogram"));
+        assert!(text.contains("# TYPE pilotage_mcp_requests_total counter"));
+        assert!(text.contains("pilotage_validations_total{language=\"workflow/v1\",result=\"valid\"} 1"));
+        assert!(text.contains("pilotage_runs_total{language=\"workflow/v1\",status=\"ok\"} 1"));
+        assert!(text.contains("pilotage_bound_trips_total{bound=\"stack\",call=\"execution\"} 0"));
+        assert!(
+            text.contains("pilotage_invocation_duration_seconds_count{entry_kind=\"capability\",outcome=\"ok\"} 1")
+        );
+    }
+
+    #[test]
+    fn open_ended_labels_are_bounded() {
+        let metrics = Metrics::new().unwrap();
+        for n in 0..MAX_LABEL_VALUES + 10 {
+            metrics.validation(&format!("lang{n}/v1"), ValidationResult::Invalid);
+        }
+        let text = metrics.encode();
+        assert!(text.contains(&format!("language=\"{OVERFLOW_LABEL}\",result=\"invalid\"}} 10")), "{text}");
+        assert!(!text.contains(&format!("lang{}/v1", MAX_LABEL_VALUES + 1)));
+    }
+
+    #[test]
+    fn unknown_methods_are_other() {
+        assert_eq!(Metrics::method_label("tools/call"), "tools/call");
+        assert_eq!(Metrics::method_label("x/anything"), "other");
+    }
+}

@@ -212,7 +212,8 @@ def check_render(checks: Checks, label: str, values: dict[str, Any] | None, expe
         )
 
     service = kinds["Service"]
-    (service_port,) = service["spec"]["ports"]
+    service_ports = {p["name"]: p for p in service["spec"]["ports"]}
+    service_port = service_ports["http"]
     checks.check(
         f"{label}: the Service selects the server pods on its http port",
         service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
@@ -264,12 +265,25 @@ def check_render(checks: Checks, label: str, values: dict[str, Any] | None, expe
             backends
             and all(b == {"name": service["metadata"]["name"], "port": {"number": service_port["port"]}} for b in backends),
         )
+    container_ports = {p["name"]: p for p in server["ports"]}
+    if "metrics" in container_ports:
+        checks.check(
+            f"{label}: the server serves /metrics on the pod's and the Service's metrics port",
+            settings.get("metrics_listen") == f"0.0.0.0:{container_ports['metrics']['containerPort']}"
+            and service_ports.get("metrics", {}).get("targetPort") == "metrics",
+            json.dumps(settings),
+        )
+    else:
+        checks.check(
+            f"{label}: without metrics neither the settings nor the Service name a metrics port",
+            "metrics_listen" not in settings and "metrics" not in service_ports,
+        )
     if "ServiceMonitor" in kinds:
         monitor = kinds["ServiceMonitor"]["spec"]
         checks.check(
-            f"{label}: the ServiceMonitor scrapes the Service's http port at /metrics",
+            f"{label}: the ServiceMonitor scrapes the Service's metrics port at /metrics",
             monitor["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
-            and monitor["endpoints"][0]["port"] == service_port["name"]
+            and monitor["endpoints"][0]["port"] == "metrics" == service_ports.get("metrics", {}).get("name")
             and monitor["endpoints"][0]["path"] == "/metrics",
         )
     if label == "production":

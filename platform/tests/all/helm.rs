@@ -123,7 +123,7 @@ fn the_chart_settings_file_is_one_the_server_accepts() {
 
 /// Every `PILOTAGE_*` name the binary's sources mention as a string.
 fn variables_read_by_the_binary() -> String {
-    ["platform/src/main.rs", "platform/src/secrets.rs"]
+    ["platform/src/main.rs", "platform/src/secrets.rs", "platform/src/telemetry/logs.rs"]
         .iter()
         .map(|file| std::fs::read_to_string(repository().join(file)).expect("the binary's sources"))
         .collect()

@@ -42,12 +42,20 @@
 //!   `workload/mod.rs`, the same text every call (the validation cache
 //!   answers);
 //! - `validate_uncached`: the same program with a distinct nonce in every
-//!   call's text, so the validation cache never answers.
+//!   call's text, so the validation cache never answers;
+//! - `telemetry_off`, `telemetry_on`: `validate_cached` against two more
+//!   in-process platforms of the same settings: one with telemetry off (no
+//!   metrics recorded, spans disabled), one serving its metrics (scraped
+//!   once a second) and exporting every span over OTLP/HTTP to a sink in
+//!   this process (its threads carry `pilotage serve`'s subscriber with the
+//!   OTLP layer). Their ratio is the telemetry's overhead; the sink's
+//!   request and byte counts are printed at the end.
 //!
 //! Then the ratios the targets name: platform ÷ bare (ping ÷ ping,
 //! manifest ÷ noop; target ≥ 0.7), validate uncached ÷ platform no-op
 //! (target ≥ 0.7) and validate cached ÷ platform no-op (target ≥ 0.9),
-//! no-op being `platform_manifest`, also shown ÷ `platform_ping`.
+//! no-op being `platform_manifest`, also shown ÷ `platform_ping`; and
+//! telemetry on ÷ off.
 //!
 //! Then, on a full run (no `PILOTAGE_LOAD_ONLY`, in-process servers), the
 //! resident memory per idle session of each server: `PILOTAGE_LOAD_SESSIONS`
@@ -225,26 +233,99 @@ async fn start_bare(shutdown: &CancellationToken) -> (String, tokio::task::JoinH
 // ---------------------------------------------------------------------------
 
 /// The data folder of the in-process platform server.
-fn platform_data_dir() -> std::path::PathBuf {
-    std::env::temp_dir().join(format!("pilotage-bench-load-{}", std::process::id()))
+fn platform_data_dir(server: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("pilotage-bench-load-{server}-{}", std::process::id()))
 }
 
 /// Starts the platform in-process as the endpoint bench does, without
-/// PostgreSQL, with quotas and session ceilings that never cap the load.
-async fn start_platform(connections: usize) -> Server {
+/// PostgreSQL, with quotas and session ceilings that never cap the load;
+/// `server` names its data folder; `metrics_listen` serves its metrics.
+async fn start_platform(connections: usize, server: &str, metrics_listen: Option<std::net::SocketAddr>) -> Server {
     // Each workload closes its sessions before the next opens its own;
     // the ceilings are raised only so that more than the default 64
     // connections can be asked for.
     let ceiling = connections.max(1024);
     let settings = Settings {
         listen: "127.0.0.1:0".parse().expect("an address"),
-        data_dir: platform_data_dir(),
+        data_dir: platform_data_dir(server),
         demo_postgres: "off".to_owned(),
         max_sessions_per_principal: ceiling,
         max_sessions_per_tenant: ceiling,
+        metrics_listen,
         ..Settings::default()
     };
     workload::start_demo_server(settings).await
+}
+
+// ---------------------------------------------------------------------------
+// The telemetry pass: the same platform with telemetry off and on
+// ---------------------------------------------------------------------------
+
+/// What the OTLP sink received.
+#[derive(Clone, Default)]
+struct SinkCounts {
+    requests: Arc<AtomicU64>,
+    bytes: Arc<AtomicU64>,
+}
+
+/// Starts an OTLP/HTTP sink on `runtime`: `POST /v1/traces` is read in
+/// full, counted and answered 200 (a collector that drops everything);
+/// returns its base URL.
+fn start_otlp_sink(runtime: &tokio::runtime::Runtime, counts: SinkCounts) -> String {
+    runtime.block_on(async move {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("a sink port");
+        let address = listener.local_addr().expect("its address");
+        let app = Router::new().route(
+            "/v1/traces",
+            axum::routing::post(move |body: Bytes| {
+                let counts = counts.clone();
+                async move {
+                    counts.requests.fetch_add(1, Ordering::Relaxed);
+                    counts.bytes.fetch_add(body.len() as u64, Ordering::Relaxed);
+                    StatusCode::OK
+                }
+            }),
+        );
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        format!("http://{address}")
+    })
+}
+
+/// A runtime like the servers' whose every thread (workers and blocking
+/// pool) reports to `dispatch`: the `tracing` subscriber of `pilotage
+/// serve` with OTLP export on, scoped to this runtime so that the other
+/// servers of the process keep theirs off.
+fn traced_runtime(dispatch: tracing::Dispatch) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .on_thread_start(move || {
+            // Held for the thread's life.
+            std::mem::forget(tracing::dispatcher::set_default(&dispatch));
+        })
+        .build()
+        .expect("a tokio runtime")
+}
+
+/// Scrapes `url` once a second until `stop` (what a Prometheus with a 1 s
+/// interval does); returns the number of scrapes.
+async fn scrape_until(url: String, stop: CancellationToken) -> u64 {
+    pilotage_platform::install_crypto_provider();
+    let client = reqwest::Client::new();
+    let mut scrapes = 0;
+    let mut interval = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return scrapes,
+            _ = interval.tick() => {
+                if let Ok(response) = client.get(&url).send().await
+                    && response.status() == StatusCode::OK
+                    && response.text().await.is_ok_and(|text| text.contains("pilotage_mcp_requests_total"))
+                {
+                    scrapes += 1;
+                }
+            }
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -667,6 +748,11 @@ fn result_of(reply: &Reply, id: u64) -> Result<Value, String> {
 enum Target {
     Bare,
     Platform,
+    /// A platform with neither metrics nor trace export.
+    TelemetryOff,
+    /// A platform serving its metrics (scraped every second) and exporting
+    /// every span over OTLP to a local sink.
+    TelemetryOn,
 }
 
 /// One measured loop: the same kind of call on every connection.
@@ -686,6 +772,12 @@ fn tool_call(name: &str, arguments: Value) -> Option<Value> {
 /// The workloads, in the order they run.
 fn workloads() -> Vec<Workload> {
     let ping = BodyTemplate::new("ping", None, false);
+    // The same 10-step program every call: the validation cache answers.
+    let cached = BodyTemplate::new(
+        "tools/call",
+        tool_call("validate_workflow", json!({"workflow": workload::ten_step_program(0)})),
+        false,
+    );
     vec![
         Workload { name: "bare_ping", target: Target::Bare, template: ping.clone(), expect: Expect::Result },
         Workload {
@@ -701,16 +793,7 @@ fn workloads() -> Vec<Workload> {
             template: BodyTemplate::new("tools/call", tool_call("pilotage_manifest", json!({})), false),
             expect: Expect::Result,
         },
-        Workload {
-            name: "validate_cached",
-            target: Target::Platform,
-            template: BodyTemplate::new(
-                "tools/call",
-                tool_call("validate_workflow", json!({"workflow": workload::ten_step_program(0)})),
-                false,
-            ),
-            expect: Expect::Valid,
-        },
+        Workload { name: "validate_cached", target: Target::Platform, template: cached.clone(), expect: Expect::Valid },
         Workload {
             name: "validate_uncached",
             target: Target::Platform,
@@ -721,6 +804,13 @@ fn workloads() -> Vec<Workload> {
             ),
             expect: Expect::Valid,
         },
+        Workload {
+            name: "telemetry_off",
+            target: Target::TelemetryOff,
+            template: cached.clone(),
+            expect: Expect::Valid,
+        },
+        Workload { name: "telemetry_on", target: Target::TelemetryOn, template: cached.clone(), expect: Expect::Valid },
     ]
 }
 
@@ -922,7 +1012,7 @@ async fn preflight(target: Target, endpoint: &Endpoint) {
             let result = result_of(&reply, id).expect("tools/list has a result");
             assert_eq!(result["tools"][0]["name"], json!("noop"), "{result}");
         }
-        Target::Platform => {
+        Target::Platform | Target::TelemetryOff | Target::TelemetryOn => {
             let params = tool_call("validate_workflow", json!({"workflow": workload::ten_step_program(0)}));
             let (id, reply) = connection.request("tools/call", params).await.expect("validate_workflow is answered");
             let result = result_of(&reply, id).expect("validate_workflow has a result");
@@ -1045,7 +1135,50 @@ fn main() {
     let shutdown = CancellationToken::new();
     let bare = needs(Target::Bare).then(|| servers.block_on(start_bare(&shutdown)));
     let platform = (needs(Target::Platform) && load.external_url.is_none())
-        .then(|| servers.block_on(start_platform(load.connections)));
+        .then(|| servers.block_on(start_platform(load.connections, "platform", None)));
+    // The telemetry pass: two in-process servers of the same settings, one
+    // with telemetry off, one serving metrics and exporting spans (on a
+    // runtime whose threads carry `pilotage serve`'s subscriber with OTLP
+    // export; the sink and the exporter's sends run on `sink_runtime`).
+    let telemetry = needs(Target::TelemetryOff) || needs(Target::TelemetryOn);
+    if telemetry {
+        // The process's own subscriber is `pilotage serve`'s without
+        // export (warnings as text lines): what the "off" server runs
+        // with. It also makes `tracing` judge each callsite against every
+        // subscriber, not just the one current on the thread that reaches
+        // it first.
+        use pilotage_platform::telemetry::logs::{LogFormat, subscriber};
+        let filter = tracing_subscriber::EnvFilter::new("warn");
+        tracing::subscriber::set_global_default(subscriber(filter, LogFormat::Text, None))
+            .expect("no subscriber is installed yet");
+    }
+    let sink_runtime = telemetry.then(|| {
+        tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("a tokio runtime")
+    });
+    let sink_counts = SinkCounts::default();
+    let pipeline = sink_runtime.as_ref().map(|runtime| {
+        use pilotage_platform::telemetry::otlp::{ExportTarget, OtlpPipeline, traces_url};
+        let sink = start_otlp_sink(runtime, sink_counts.clone());
+        let target = ExportTarget::Url(traces_url(&sink).expect("the sink's URL"));
+        OtlpPipeline::start(&target, runtime.handle().clone()).expect("the OTLP pipeline starts")
+    });
+    let traced = pipeline.as_ref().map(|pipeline| {
+        use pilotage_platform::telemetry::logs::{LogFormat, subscriber};
+        let filter = tracing_subscriber::EnvFilter::new("warn");
+        traced_runtime(tracing::Dispatch::new(subscriber(filter, LogFormat::Text, Some(pipeline))))
+    });
+    let telemetry_off = telemetry.then(|| servers.block_on(start_platform(load.connections, "telemetry-off", None)));
+    let telemetry_on = traced.as_ref().map(|runtime| {
+        runtime.block_on(start_platform(
+            load.connections,
+            "telemetry-on",
+            Some("127.0.0.1:0".parse().expect("an address")),
+        ))
+    });
+    let telemetry_off_endpoint = telemetry_off.as_ref().map(|server| Endpoint::parse(&server.mcp_url(), None));
+    let telemetry_on_endpoint = telemetry_on.as_ref().map(|server| Endpoint::parse(&server.mcp_url(), None));
+    let metrics_url =
+        telemetry_on.as_ref().and_then(|server| server.metrics_addr).map(|address| format!("http://{address}/metrics"));
     let bare_endpoint = bare.as_ref().map(|(url, _)| Endpoint::parse(url, None));
     let platform_endpoint = match (&load.external_url, &platform) {
         (Some(url), _) => Some(Endpoint::parse(url, load.external_token.as_deref())),
@@ -1075,14 +1208,35 @@ fn main() {
         if let Some(endpoint) = &platform_endpoint {
             preflight(Target::Platform, endpoint).await;
         }
+        for (target, endpoint) in
+            [(Target::TelemetryOff, &telemetry_off_endpoint), (Target::TelemetryOn, &telemetry_on_endpoint)]
+        {
+            if let Some(endpoint) = endpoint {
+                preflight(target, endpoint).await;
+            }
+        }
         for workload in &chosen {
             let endpoint = match workload.target {
                 Target::Bare => bare_endpoint.as_ref(),
                 Target::Platform => platform_endpoint.as_ref(),
+                Target::TelemetryOff => telemetry_off_endpoint.as_ref(),
+                Target::TelemetryOn => telemetry_on_endpoint.as_ref(),
             }
             .expect("the workload's server is up");
+            let scraping = match (workload.target, &metrics_url) {
+                (Target::TelemetryOn, Some(url)) => {
+                    let stop = CancellationToken::new();
+                    Some((tokio::spawn(scrape_until(url.clone(), stop.clone())), stop))
+                }
+                _ => None,
+            };
             let measured = drive(workload, endpoint, &load).await;
             measured.print(load.connections);
+            if let Some((scraper, stop)) = scraping {
+                stop.cancel();
+                let scrapes = scraper.await.unwrap_or(0);
+                println!("  telemetry_on: {scrapes} scrapes of /metrics during the run");
+            }
             figures.push(measured);
         }
     });
@@ -1106,6 +1260,7 @@ fn main() {
     print_ratio(&figures, "validate_cached", "platform_manifest", Some(0.9));
     print_ratio(&figures, "validate_uncached", "platform_ping", None);
     print_ratio(&figures, "validate_cached", "platform_ping", None);
+    print_ratio(&figures, "telemetry_on", "telemetry_off", None);
 
     drop(driver);
     shutdown.cancel();
@@ -1114,7 +1269,23 @@ fn main() {
     }
     if let Some(server) = platform {
         servers.block_on(server.stop());
-        let _ = std::fs::remove_dir_all(platform_data_dir());
+        let _ = std::fs::remove_dir_all(platform_data_dir("platform"));
+    }
+    if let Some(server) = telemetry_off {
+        servers.block_on(server.stop());
+        let _ = std::fs::remove_dir_all(platform_data_dir("telemetry-off"));
+    }
+    if let (Some(server), Some(runtime)) = (telemetry_on, &traced) {
+        runtime.block_on(server.stop());
+        let _ = std::fs::remove_dir_all(platform_data_dir("telemetry-on"));
+    }
+    if let (Some(pipeline), Some(runtime)) = (pipeline, &sink_runtime) {
+        runtime.block_on(pipeline.shutdown());
+        println!(
+            "OTLP sink: {} export requests, {} bytes",
+            sink_counts.requests.load(Ordering::Relaxed),
+            sink_counts.bytes.load(Ordering::Relaxed)
+        );
     }
 
     let failed: Vec<_> = figures.iter().filter(|figures| figures.errors > 0).collect();

@@ -142,7 +142,7 @@ pub struct Settings {
     /// 16 characters). Without `metrics_listen`, `/metrics` is served on
     /// the main listener to requests with `Authorization: Bearer <token>`
     /// and answers 401 to any other. Default: none. With neither setting,
-    /// metrics are not served (404). Labels hold no tenant, subject,
+    /// metrics are neither recorded nor served (404). Labels hold no tenant, subject,
     /// session or run id; tool and Language names are bounded by what the
     /// deployment installs (at most 256 values each, then `_other`).
     pub metrics_token: Option<String>,

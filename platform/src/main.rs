@@ -621,13 +621,19 @@ struct CheckArgs {
 /// line each.
 const DEFAULT_LOG_FILTER: &str = "warn,pilotage_platform::language_watch=info";
 
+/// The log filter: `PILOTAGE_LOG`, else [`DEFAULT_LOG_FILTER`].
+fn log_filter() -> tracing_subscriber::EnvFilter {
+    tracing_subscriber::EnvFilter::try_from_env("PILOTAGE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER))
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // `serve` sets up logging itself, once its settings (log format, OTLP
     // export) are known.
     if !matches!(cli.command, Command::Serve(_)) {
         let _ = pilotage_platform::telemetry::logs::init(
-            DEFAULT_LOG_FILTER,
+            log_filter(),
             pilotage_platform::telemetry::logs::LogFormat::Text,
             None,
         );
@@ -691,7 +697,7 @@ fn serve_telemetry(
     let target = otlp::ExportTarget::resolve(settings.otlp_endpoint.as_deref(), |name| std::env::var(name).ok())?;
     let pipeline =
         target.map(|target| otlp::OtlpPipeline::start(&target, tokio::runtime::Handle::current())).transpose()?;
-    logs::init(DEFAULT_LOG_FILTER, settings.log_format, pipeline.as_ref()).map_err(|message| anyhow!(message))?;
+    logs::init(log_filter(), settings.log_format, pipeline.as_ref()).map_err(|message| anyhow!(message))?;
     Ok(pipeline)
 }
 

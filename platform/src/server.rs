@@ -294,6 +294,8 @@ pub async fn start(settings: Settings) -> Result<Server, StartError> {
     std::fs::create_dir_all(&settings.data_dir)
         .map_err(|e| StartError::Io(format!("cannot create {}: {e}", settings.data_dir.display())))?;
     let engine = Engine::new(settings.bounds.clone(), Some(settings.data_dir.join("compiled")))?;
+    // Metrics are recorded only when something can read them.
+    engine.metrics().set_enabled(settings.metrics_listen.is_some() || settings.metrics_token.is_some());
     let store = Store::connect(&settings.database_url()).await?.observed(engine.metrics().clone());
     store.migrate().await?;
     // On SQLite, sessions do not survive a restart; neither do their runs.

@@ -30,7 +30,7 @@ use tracing::{Instrument, Span};
 
 use super::PilotageServer;
 use crate::telemetry::metrics::{McpOutcome, Metrics, UNKNOWN_TOOL_LABEL};
-use crate::telemetry::spans::{self, McpEnd, McpRequest, Transport};
+use crate::telemetry::spans::{self, McpEnd, McpRequest, McpRequestDetails, Transport};
 
 /// Set by `call_tool` when the called tool is one the caller's tenant
 /// serves, so that the tool's name may label the request's metrics (a name
@@ -111,27 +111,31 @@ impl ObservedServer {
             context.extensions.insert(resolution.clone());
             (name.to_owned(), resolution)
         });
-        let span = if tracing::enabled!(kind: tracing::metadata::Kind::SPAN, tracing::Level::DEBUG) {
+        // A custom method's name is the client's choice: the span is named
+        // after its label (`other`), the attribute keeps it.
+        let name = if label == "other" { label } else { method };
+        let span = spans::mcp_server_span(&McpRequest {
+            name,
+            method,
+            tool: tool.as_ref().map(|(name, _)| name.as_str()),
+            transport: self.transport,
+        });
+        if !span.is_disabled() {
             let session = self.inner.session_id(&context.extensions);
             let protocol_version = context.protocol_version();
             let principal = self.inner.principal(&context.extensions);
-            spans::mcp_server_span(&McpRequest {
-                // A custom method's name is the client's choice: the span is
-                // named after its label (`other`), the attribute keeps it.
-                name: if label == "other" { label } else { method },
-                method,
-                tool: tool.as_ref().map(|(name, _)| name.as_str()),
-                request_id: context.id.to_string(),
-                session_id: session.as_deref(),
-                protocol_version: protocol_version.as_ref().map(|version| version.as_str()),
-                tenant: Some(&principal.tenant),
-                transport: self.transport,
-                traceparent: context.meta.get_traceparent(),
-                tracestate: context.meta.get_tracestate(),
-            })
-        } else {
-            Span::none()
-        };
+            spans::mcp_server_span_details(
+                &span,
+                &McpRequestDetails {
+                    request_id: context.id.to_string(),
+                    session_id: session.as_deref(),
+                    protocol_version: protocol_version.as_ref().map(|version| version.as_str()),
+                    tenant: Some(&principal.tenant),
+                    traceparent: context.meta.get_traceparent(),
+                    tracestate: context.meta.get_tracestate(),
+                },
+            );
+        }
         Observation { metrics: &self.metrics, method: label, tool, span, started: Instant::now() }
     }
 }

@@ -123,13 +123,11 @@ pub fn subscriber(
 }
 
 /// Installs [`subscriber`] as the process's global subscriber (and
-/// `log` records as its events), with the filter from `PILOTAGE_LOG` or
-/// else `default_filter`.
+/// `log` records as its events).
 ///
 /// # Errors
 /// A message when a global subscriber is already installed.
-pub fn init(default_filter: &str, format: LogFormat, otlp: Option<&OtlpPipeline>) -> Result<(), String> {
-    let filter = EnvFilter::try_from_env("PILOTAGE_LOG").unwrap_or_else(|_| EnvFilter::new(default_filter));
+pub fn init(filter: EnvFilter, format: LogFormat, otlp: Option<&OtlpPipeline>) -> Result<(), String> {
     use tracing_subscriber::util::SubscriberInitExt;
     subscriber(filter, format, otlp).try_init().map_err(|error| error.to_string())
 }

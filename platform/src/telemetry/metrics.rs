@@ -19,6 +19,7 @@
 //! deployment runtime yet (issue 14).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
@@ -384,6 +385,10 @@ struct Families {
 }
 
 struct Inner {
+    /// Whether anything is recorded: off when nothing reads the metrics
+    /// (neither `metrics_listen` nor `metrics_token`), so an unexposed
+    /// registry costs one relaxed load per event.
+    enabled: AtomicBool,
     registry: Registry,
     families: Families,
     methods: HashMap<&'static str, RequestHandles>,
@@ -554,6 +559,7 @@ impl Metrics {
         let methods = MCP_METHODS.iter().map(|&method| (method, request_handles(&families, method, ""))).collect();
         Ok(Metrics {
             inner: Arc::new(Inner {
+                enabled: AtomicBool::new(true),
                 registry,
                 families,
                 methods,
@@ -574,6 +580,17 @@ impl Metrics {
         })
     }
 
+    /// Turns recording on or off (on when made). The server turns it off
+    /// when the metrics are not served.
+    pub fn set_enabled(&self, enabled: bool) {
+        self.inner.enabled.store(enabled, Ordering::Relaxed);
+    }
+
+    /// Whether events are recorded.
+    pub fn is_enabled(&self) -> bool {
+        self.inner.enabled.load(Ordering::Relaxed)
+    }
+
     /// The method label of an MCP method name: itself when it is one of
     /// [`MCP_METHODS`], else `other`.
     pub fn method_label(method: &str) -> &'static str {
@@ -584,6 +601,9 @@ impl Metrics {
     /// `tools/call` whose tool the tenant serves, [`UNKNOWN_TOOL_LABEL`]
     /// for one it does not, `None` for other methods.
     pub fn mcp_request(&self, method: &'static str, tool: Option<&str>, outcome: McpOutcome, elapsed: Duration) {
+        if !self.is_enabled() {
+            return;
+        }
         match tool {
             Some(tool) => {
                 let families = &self.inner.families;
@@ -608,11 +628,17 @@ impl Metrics {
 
     /// Counts one validation of `language` that ended with `result`.
     pub fn validation(&self, language: &str, result: ValidationResult) {
+        if !self.is_enabled() {
+            return;
+        }
         self.language(language).validations[result as usize].inc();
     }
 
     /// Counts one lookup of the validation cache.
     pub fn validation_cache(&self, hit: bool) {
+        if !self.is_enabled() {
+            return;
+        }
         if hit { &self.inner.cache_hits } else { &self.inner.cache_misses }.inc();
     }
 
@@ -620,6 +646,9 @@ impl Metrics {
     /// (refused Runs included; replays of an idempotency key are not new
     /// Runs).
     pub fn run(&self, language: &str, status: &str) {
+        if !self.is_enabled() {
+            return;
+        }
         let language = self.language(language);
         self.inner.families.runs.with_label_values(&[language.label.as_str(), status]).inc();
     }
@@ -627,22 +656,34 @@ impl Metrics {
     /// Records one component call under `call`'s bounds: its fuel and its
     /// time.
     pub fn component_call(&self, call: CallLabel, fuel: u64, elapsed: Duration) {
+        if !self.is_enabled() {
+            return;
+        }
         self.inner.fuel[call as usize].inc_by(fuel);
         self.inner.call_duration[call as usize].observe(elapsed.as_secs_f64());
     }
 
     /// Counts one trip of `bound` in a call of kind `call`.
     pub fn bound_trip(&self, call: CallLabel, bound: BoundKind) {
+        if !self.is_enabled() {
+            return;
+        }
         self.inner.bound_trips[call as usize][bound as usize].inc();
     }
 
     /// Counts one breach of a host guarantee.
     pub fn guarantee_violation(&self, kind: GuaranteeKind) {
+        if !self.is_enabled() {
+            return;
+        }
         self.inner.violations[kind as usize].inc();
     }
 
     /// Records one invocation of a catalog entry of kind `entry_kind`.
     pub fn invocation(&self, entry_kind: &str, ok: bool, elapsed: Duration) {
+        if !self.is_enabled() {
+            return;
+        }
         let families = &self.inner.families;
         let handles = self.inner.entry_kinds.get(entry_kind, |label| EntryKindHandles {
             ok: families.invocation_duration.with_label_values(&[label, "ok"]),
@@ -654,6 +695,9 @@ impl Metrics {
 
     /// Records one store operation's time.
     pub fn store_operation(&self, operation: StoreOperation, elapsed: Duration) {
+        if !self.is_enabled() {
+            return;
+        }
         self.inner.store_duration[operation as usize].observe(elapsed.as_secs_f64());
     }
 
@@ -719,6 +763,17 @@ mod tests {
         let text = metrics.encode();
         assert!(text.contains(&format!("language=\"{OVERFLOW_LABEL}\",result=\"invalid\"}} 10")), "{text}");
         assert!(!text.contains(&format!("lang{}/v1", MAX_LABEL_VALUES + 1)));
+    }
+
+    #[test]
+    fn a_disabled_registry_records_nothing() {
+        let metrics = Metrics::new().unwrap();
+        metrics.set_enabled(false);
+        metrics.validation("workflow/v1", ValidationResult::Valid);
+        assert!(!metrics.encode().contains("workflow/v1"));
+        metrics.set_enabled(true);
+        metrics.validation("workflow/v1", ValidationResult::Valid);
+        assert!(metrics.encode().contains("workflow/v1"));
     }
 
     #[test]

@@ -36,7 +36,7 @@ pub enum Transport {
     Stdio,
 }
 
-/// What the server span of one MCP request is made from.
+/// What the server span of one MCP request is named and made from.
 #[derive(Debug)]
 pub struct McpRequest<'a> {
     /// What the span is named after: the method, or `other` for a method
@@ -47,6 +47,14 @@ pub struct McpRequest<'a> {
     /// The tool of a `tools/call` (`gen_ai.tool.name`, and the span name's
     /// target).
     pub tool: Option<&'a str>,
+    /// The transport.
+    pub transport: Transport,
+}
+
+/// The rest of a server span's attributes and its parent, recorded only
+/// into an enabled span (they cost lookups to gather).
+#[derive(Debug)]
+pub struct McpRequestDetails<'a> {
     /// The JSON-RPC request id (`jsonrpc.request.id`).
     pub request_id: String,
     /// The MCP session (`mcp.session.id`), when there is one.
@@ -55,8 +63,6 @@ pub struct McpRequest<'a> {
     pub protocol_version: Option<&'a str>,
     /// The caller's tenant (`pilotage.tenant`).
     pub tenant: Option<&'a str>,
-    /// The transport.
-    pub transport: Transport,
     /// `params._meta.traceparent`, if the client sent one.
     pub traceparent: Option<&'a str>,
     /// `params._meta.tracestate`, if the client sent one.
@@ -81,11 +87,10 @@ pub enum McpEnd {
     },
 }
 
-/// The server span of one MCP request, parented on the client's
-/// `traceparent` when it sent a valid one (else a new trace). Disabled
-/// (and free) unless OTLP export is on.
+/// The server span of one MCP request. Disabled (and free) unless OTLP
+/// export is on; when enabled, [`mcp_server_span_details`] completes it.
 pub fn mcp_server_span(request: &McpRequest<'_>) -> Span {
-    let span = tracing::debug_span!(
+    tracing::debug_span!(
         "mcp.server",
         otel.name = %match request.tool {
             Some(tool) => format!("{} {tool}", request.name),
@@ -97,9 +102,9 @@ pub fn mcp_server_span(request: &McpRequest<'_>) -> Span {
         mcp.method.name = %request.method,
         gen_ai.tool.name = request.tool,
         gen_ai.operation.name = request.tool.map(|_| "execute_tool"),
-        mcp.session.id = request.session_id,
-        mcp.protocol.version = request.protocol_version,
-        jsonrpc.request.id = %request.request_id,
+        mcp.session.id = Empty,
+        mcp.protocol.version = Empty,
+        jsonrpc.request.id = Empty,
         network.transport = match request.transport {
             Transport::Http => "tcp",
             Transport::Stdio => "pipe",
@@ -110,19 +115,35 @@ pub fn mcp_server_span(request: &McpRequest<'_>) -> Span {
         },
         error.type = Empty,
         rpc.response.status_code = Empty,
-        pilotage.tenant = request.tenant,
+        pilotage.tenant = Empty,
         pilotage.language = Empty,
         pilotage.run_id = Empty,
         pilotage.outcome.status = Empty,
         pilotage.catalog_version = Empty,
-    );
+    )
+}
+
+/// Records the request's id, session, revision and tenant on its server
+/// span, and parents it on the client's `traceparent` when it sent a
+/// valid one (else the span starts a trace of its own).
+pub fn mcp_server_span_details(span: &Span, details: &McpRequestDetails<'_>) {
     if span.is_disabled() {
-        return span;
+        return;
     }
-    if let Some(traceparent) = request.traceparent {
+    span.record("jsonrpc.request.id", details.request_id.as_str());
+    if let Some(session) = details.session_id {
+        span.record("mcp.session.id", session);
+    }
+    if let Some(version) = details.protocol_version {
+        span.record("mcp.protocol.version", version);
+    }
+    if let Some(tenant) = details.tenant {
+        span.record("pilotage.tenant", tenant);
+    }
+    if let Some(traceparent) = details.traceparent {
         let mut carrier = HashMap::with_capacity(2);
         carrier.insert("traceparent".to_owned(), traceparent.to_owned());
-        if let Some(tracestate) = request.tracestate {
+        if let Some(tracestate) = details.tracestate {
             carrier.insert("tracestate".to_owned(), tracestate.to_owned());
         }
         let parent = TraceContextPropagator::new().extract(&carrier);
@@ -130,7 +151,6 @@ pub fn mcp_server_span(request: &McpRequest<'_>) -> Span {
         // then starts a trace of its own, as with none.
         let _ = span.set_parent(parent);
     }
-    span
 }
 
 /// Records how the request of `span` ended.
@@ -232,16 +252,19 @@ mod tests {
             name: "tools/call",
             method: "tools/call",
             tool: Some("validate_workflow"),
+            transport: Transport::Http,
+        };
+        let span = mcp_server_span(&request);
+        assert!(span.is_disabled());
+        let details = McpRequestDetails {
             request_id: "1".into(),
             session_id: None,
             protocol_version: None,
             tenant: None,
-            transport: Transport::Http,
             traceparent: Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
             tracestate: None,
         };
-        let span = mcp_server_span(&request);
-        assert!(span.is_disabled());
+        mcp_server_span_details(&span, &details);
         mcp_server_span_end(&span, &McpEnd::ToolError);
     }
 }

@@ -637,7 +637,11 @@ async fn run(
         let now = now_ms();
         let (session_id, expires_at) = match retention {
             Retention::Session => (context.caller.session_id.clone(), None),
-            Retention::Duration { span, .. } => (None, Some(now + span.as_millis() as i64)),
+            Retention::Duration { span, .. } => {
+                // Saturates: a span of centuries must not wrap into the past.
+                let span_ms = i64::try_from(span.as_millis()).unwrap_or(i64::MAX);
+                (None, Some(now.saturating_add(span_ms)))
+            }
             _ => (None, Some(now)),
         };
         let row = RunRow {

@@ -9,12 +9,13 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const GUESTS: [(&str, &str); 5] = [
+const GUESTS: [(&str, &str); 6] = [
     ("workflow", "workflow.wasm"),
     ("sql", "sql.wasm"),
     ("recipe", "recipe.wasm"),
     ("hostile", "hostile.wasm"),
     ("unfit", "unfit.wasm"),
+    ("deployer", "deployer.wasm"),
 ];
 const TARGET: &str = "wasm32-wasip2";
 

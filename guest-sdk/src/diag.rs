@@ -1,7 +1,7 @@
 //! Small constructors for diagnostics, outcomes and risk hints, so Language
 //! code reads as the spec does.
 
-use crate::{Diagnostic, Locator, Outcome, RiskHints, Severity, TextPosition, TextRange};
+use crate::{DeployResult, Diagnostic, Locator, Outcome, RiskHints, RunResult, Severity, TextPosition, TextRange};
 
 /// The reserved catch-all diagnostic code (Part II §5.5).
 pub const CONSTRAINT: &str = "constraint";
@@ -68,6 +68,21 @@ pub fn success() -> Outcome {
 /// A failed outcome.
 pub fn failure(status: &str, error: impl Into<String>) -> Outcome {
     Outcome { ok: false, status: status.to_owned(), error: Some(error.into()) }
+}
+
+/// The `deploy` answer of a Language whose `execution` is `immediate`: a
+/// failed installation Run, nothing installed. The host never calls
+/// `deploy` on such a Language; this answers a host that would.
+pub fn does_not_deploy() -> DeployResult {
+    DeployResult {
+        result: RunResult {
+            outcome: failure(ERROR, "this Language does not deploy: its execution is immediate"),
+            output: None,
+            steps: Vec::new(),
+            stats: None,
+        },
+        installation: None,
+    }
 }
 
 /// Reads only, inside the Server's domain.

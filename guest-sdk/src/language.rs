@@ -17,7 +17,9 @@
 
 use serde_json::Value;
 
-use crate::{CatalogEntry, Diagnostic, InvokeError, LanguageInfo, RiskHints, RunRequest, RunResult, Validation};
+use crate::{
+    CatalogEntry, DeployResult, Diagnostic, InvokeError, LanguageInfo, RiskHints, RunRequest, RunResult, Validation,
+};
 
 /// The caller's visible catalog, pinned to one snapshot per call (the
 /// `catalog` import, Part II §6.3). Invisible entries do not exist here.
@@ -57,6 +59,14 @@ pub trait Language {
     fn bind_input(program: &str, input: Option<&str>) -> Vec<Diagnostic>;
     /// Runs a validated program (Part II §6.5); every effect through `host`.
     fn execute(request: &RunRequest, host: &mut (impl Catalog + Effects)) -> RunResult;
+    /// Installs a validated program (`execution` `deploy` or `both`, Part
+    /// II §6.5.7): the installation Run and what the host should install.
+    /// The default, for Languages that only run immediately, installs
+    /// nothing.
+    fn deploy(request: &RunRequest, host: &mut (impl Catalog + Effects)) -> DeployResult {
+        let _ = (request, host);
+        crate::diag::does_not_deploy()
+    }
 }
 
 /// The host's imports as [`Catalog`] and [`Effects`] (in the component).
@@ -85,7 +95,7 @@ impl Effects for Imports {
 }
 
 /// Exports a type implementing [`Language`] as the component's `describe`,
-/// `validate`, `bind-input` and `execute`, with [`Imports`] as its catalog
+/// `validate`, `bind-input`, `execute` and `deploy`, with [`Imports`] as its catalog
 /// and effects. Expands to nothing outside `wasm32`, so native tests link.
 #[macro_export]
 macro_rules! export {
@@ -110,6 +120,9 @@ macro_rules! export {
                 }
                 fn execute(request: $crate::RunRequest) -> $crate::RunResult {
                     <$language as $crate::language::Language>::execute(&request, &mut $crate::language::Imports)
+                }
+                fn deploy(request: $crate::RunRequest) -> $crate::DeployResult {
+                    <$language as $crate::language::Language>::deploy(&request, &mut $crate::language::Imports)
                 }
             }
             $crate::export_language!(Exports);

@@ -1,5 +1,5 @@
 // Builds recipe/v1 in JavaScript (src/recipe.js) into a WebAssembly component
-// of the world `pilotage:language@1.1.0`:
+// of the world `language` of `pilotage:language@1.2.0`:
 //
 //     node build.mjs OUT.wasm
 //

@@ -118,6 +118,10 @@ mod component {
             let input = parse_input(request.input.as_deref()).ok().flatten();
             crate::execute::execute(&request.program, input.as_ref(), &HostCatalog, &mut HostDatabase)
         }
+
+        fn deploy(_request: RunRequest) -> pilotage_guest_sdk::DeployResult {
+            pilotage_guest_sdk::diag::does_not_deploy()
+        }
     }
 
     pilotage_guest_sdk::export_language!(Sql);

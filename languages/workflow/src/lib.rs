@@ -99,6 +99,10 @@ mod component {
             let input = request.input.as_deref().and_then(|text| serde_json::from_str(text).ok());
             crate::execute::execute(&request.program, input, &mut HostEffects)
         }
+
+        fn deploy(_request: RunRequest) -> pilotage_guest_sdk::DeployResult {
+            pilotage_guest_sdk::diag::does_not_deploy()
+        }
     }
 
     pilotage_guest_sdk::export_language!(Workflow);

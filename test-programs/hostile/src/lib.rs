@@ -222,6 +222,10 @@ impl Guest for Hostile {
             }
         }
     }
+
+    fn deploy(_request: RunRequest) -> pilotage_guest_sdk::DeployResult {
+        pilotage_guest_sdk::diag::does_not_deploy()
+    }
 }
 
 pilotage_guest_sdk::export_language!(Hostile);

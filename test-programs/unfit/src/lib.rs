@@ -44,6 +44,10 @@ impl Guest for Unfit {
     fn execute(_request: RunRequest) -> RunResult {
         RunResult { outcome: success(), output: None, steps: Vec::new(), stats: None }
     }
+
+    fn deploy(_request: RunRequest) -> pilotage_guest_sdk::DeployResult {
+        pilotage_guest_sdk::diag::does_not_deploy()
+    }
 }
 
 pilotage_guest_sdk::export_language!(Unfit);

@@ -157,6 +157,7 @@ fn execute(
             data_source: None,
             test_run: false,
             deploy: false,
+            clock_ms: None,
             run_id: "run_bench",
         },
     )

@@ -223,6 +223,7 @@ fn measure(path: &Path, snapshot: &CatalogSnapshot) -> Vec<String> {
                 data_source: None,
                 test_run: false,
                 deploy: false,
+                clock_ms: None,
                 run_id: "run_bench",
             },
         )

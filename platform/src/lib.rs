@@ -45,6 +45,7 @@ pub mod conformance;
 pub mod datasource;
 pub mod demo;
 pub mod demo_world;
+pub mod deploy;
 pub mod engine;
 pub mod fleet;
 pub mod http;

@@ -1290,6 +1290,7 @@ fn language_check(args: CheckArgs) -> Result<ExitCode> {
                             data_source: None,
                             test_run: false,
                             deploy: false,
+                            clock_ms: None,
                             run_id: &run_id,
                         },
                     );

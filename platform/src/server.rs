@@ -468,6 +468,14 @@ pub async fn start(settings: Settings) -> Result<Server, StartError> {
         }
     }));
 
+    // Deployments: the scheduler, and MQTT subscriptions following the
+    // store (changes made through other replicas included).
+    tasks.push(tokio::spawn(crate::deploy::runtime::scheduler(platform.clone(), shutdown.clone())));
+    tasks.push(tokio::spawn(crate::deploy::runtime::Deployments::follow_subscriptions(
+        platform.clone(),
+        shutdown.clone(),
+    )));
+
     let sweeper = platform.clone();
     let token = shutdown.clone();
     tasks.push(tokio::spawn(async move {
@@ -480,6 +488,11 @@ pub async fn start(settings: Settings) -> Result<Server, StartError> {
                         Ok(0) => {}
                         Ok(deleted) => tracing::info!(deleted, "expired runs and keys deleted"),
                         Err(error) => tracing::error!(%error, "the expiry sweep failed"),
+                    }
+                    let firings_before = now_ms() - crate::deploy::runtime::KEEP_FIRINGS_MS;
+                    let deliveries_before = now_ms() - crate::deploy::webhook::REPLAY_WINDOW_MS;
+                    if let Err(error) = sweeper.store().deployments_sweep(firings_before, deliveries_before).await {
+                        tracing::error!(%error, "pruning firings and deliveries failed");
                     }
                     if sweeper.store().is_shared() {
                         let store = sweeper.store();

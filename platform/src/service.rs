@@ -87,11 +87,22 @@ pub struct Quotas {
     pub requests_per_second: u32,
     /// Bytes of stored run records (counted in the store: fleet-wide).
     pub max_stored_run_bytes: u64,
+    /// Deployments installed at once (counted in the store: fleet-wide).
+    pub max_deployments: u32,
+    /// Firings of one deployment per minute (counted in the store:
+    /// fleet-wide); a trigger beyond it is dropped and logged.
+    pub max_firings_per_minute: u32,
 }
 
 impl Default for Quotas {
     fn default() -> Self {
-        Quotas { max_concurrent_runs: 16, requests_per_second: 200, max_stored_run_bytes: 1 << 30 }
+        Quotas {
+            max_concurrent_runs: 16,
+            requests_per_second: 200,
+            max_stored_run_bytes: 1 << 30,
+            max_deployments: 100,
+            max_firings_per_minute: 60,
+        }
     }
 }
 
@@ -515,6 +526,7 @@ struct PlatformInner {
     secrets: crate::secrets::SecretBox,
     in_flight: InFlight,
     leases: Arc<crate::operations::idempotency::Leases>,
+    deployments: crate::deploy::runtime::Deployments,
 }
 
 impl std::fmt::Debug for Platform {
@@ -552,6 +564,7 @@ impl Platform {
                 secrets,
                 in_flight: InFlight::default(),
                 leases: crate::operations::idempotency::Leases::new(idempotency),
+                deployments: crate::deploy::runtime::Deployments::default(),
             }),
         }
     }
@@ -581,6 +594,11 @@ impl Platform {
             return Err(format!("secret '{name}' does not exist"));
         };
         self.secrets().open(tenant, name, &nonce, &ciphertext).map_err(|e| e.to_string())
+    }
+
+    /// The deployment runtime's state (its clock, MQTT subscriptions).
+    pub fn deployments(&self) -> &crate::deploy::runtime::Deployments {
+        &self.inner.deployments
     }
 
     /// Every tenant.

@@ -262,6 +262,7 @@ mod tests {
             outcome: Outcome::success(),
             t_ms: None,
             decisions: vec![],
+            simulated: None,
         }
     }
 

@@ -81,6 +81,12 @@ pub struct TraceStep {
     /// Decisions; required for control-flow steps.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub decisions: Vec<Decision>,
+    /// `true` on a step of a test run whose invocation the host answered
+    /// itself without calling the entry (the entry is not read-only; Part
+    /// II §6.5.7 "Test run": no side effects). A platform member; absent
+    /// otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub simulated: Option<bool>,
 }
 
 impl TraceStep {
@@ -189,6 +195,7 @@ mod tests {
                     outcome: Outcome::success(),
                     t_ms: Some(3),
                     decisions: vec![],
+                    simulated: None,
                 },
                 TraceStep {
                     id: "b".into(),
@@ -198,6 +205,7 @@ mod tests {
                     outcome: Outcome::success(),
                     t_ms: None,
                     decisions: vec![Decision { at: "b".into(), took: "then".into(), because: "x".into() }],
+                    simulated: None,
                 },
             ],
             stats: None,

@@ -56,7 +56,9 @@ pub fn document() -> Value {
                 "Quotas": {"type": "object", "properties": {
                     "max_concurrent_runs": {"type": "integer", "minimum": 0},
                     "requests_per_second": {"type": "integer", "minimum": 0},
-                    "max_stored_run_bytes": {"type": "integer", "minimum": 0}}},
+                    "max_stored_run_bytes": {"type": "integer", "minimum": 0},
+                    "max_deployments": {"type": "integer", "minimum": 0},
+                    "max_firings_per_minute": {"type": "integer", "minimum": 0}}},
                 "Entry": {"type": "object", "required": ["id", "kind", "name", "risk", "risk_hints"], "properties": {
                     "id": {"type": "string"}, "kind": {"type": "string"}, "name": {"type": "string"}, "description": {"type": "string"},
                     "input_schema": {"type": "object"}, "output_schema": {"type": ["object", "null"]}, "risk": {"type": "string"},

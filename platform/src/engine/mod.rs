@@ -435,6 +435,12 @@ impl Component {
         &self.loaded.description
     }
 
+    /// Whether the component exports `deploy` (world `deploying-language`),
+    /// so its programs can be installed.
+    pub fn exports_deploy(&self) -> bool {
+        self.loaded.exports.deploy.is_some()
+    }
+
     /// Lowercase hex SHA-256 of the component's bytes.
     pub fn sha256(&self) -> &str {
         &self.loaded.sha256
@@ -532,6 +538,9 @@ struct ExportIndices {
     validate: ComponentExportIndex,
     bind_input: ComponentExportIndex,
     execute: ComponentExportIndex,
+    /// `deploy`, exported by components of the world `deploying-language`
+    /// (1.2.0) only.
+    deploy: Option<ComponentExportIndex>,
 }
 
 impl ExportIndices {
@@ -546,6 +555,7 @@ impl ExportIndices {
             validate: index("validate")?,
             bind_input: index("bind-input")?,
             execute: index("execute")?,
+            deploy: component.get_export_index(None, "deploy"),
         })
     }
 }
@@ -614,6 +624,27 @@ impl Exports<'_> {
         let func = self
             .instance
             .get_typed_func::<(&run_types::RunRequest,), (run_types::RunResult,)>(&mut *store, &self.indices.execute)?;
+        Ok(func.call(store, (request,))?.0)
+    }
+
+    /// Calls `deploy(request)` (world `deploying-language`, 1.2.0).
+    ///
+    /// # Errors
+    /// As [`Exports::call_describe`]; also when the component does not
+    /// export `deploy`.
+    pub fn call_deploy(
+        &self,
+        store: &mut Store<HostState>,
+        request: &run_types::RunRequest,
+    ) -> wasmtime::Result<run_types::DeployResult> {
+        let Some(index) = &self.indices.deploy else {
+            wasmtime::bail!(
+                "the component does not export 'deploy' (world deploying-language of pilotage:language@1.2.0), so it cannot install programs"
+            );
+        };
+        let func = self
+            .instance
+            .get_typed_func::<(&run_types::RunRequest,), (run_types::DeployResult,)>(&mut *store, index)?;
         Ok(func.call(store, (request,))?.0)
     }
 }

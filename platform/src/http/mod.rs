@@ -204,6 +204,7 @@ pub fn app(platform: Platform, settings: EdgeSettings, shutdown: CancellationTok
         .with_state(platform.clone())
         .nest("/admin/v1", admin_routes)
         .merge(metadata)
+        .merge(crate::deploy::webhook::router(platform.clone()))
         .merge(mcp_routes);
     // Unknown paths of this listener are refused by the MCP routes'
     // authentication (401); `/metrics` says plainly whether it is here.

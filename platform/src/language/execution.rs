@@ -98,6 +98,9 @@ pub struct Invocation {
     pub result: Result<Value, String>,
     /// Duration in milliseconds.
     pub t_ms: u64,
+    /// Whether the host answered it itself without calling the entry (a
+    /// test run's non-read-only invocation).
+    pub simulated: bool,
 }
 
 /// Why the host refused an invocation.
@@ -145,6 +148,15 @@ pub struct RunEffects {
     max_invocations: u32,
     max_bytes: u64,
     metrics: Metrics,
+    /// A test run: only read-only entries are called (Part II §6.5.7).
+    test_run: bool,
+    /// The clock the Run sees, when not the host's real one.
+    clock_ms: Option<u64>,
+}
+
+/// What a test run's host answers for an invocation it does not perform.
+pub fn simulated_output() -> Value {
+    serde_json::json!({"simulated": true})
 }
 
 impl RunEffects {
@@ -157,6 +169,12 @@ impl RunEffects {
 }
 
 impl Effects for RunEffects {
+    fn now_ms(&self) -> u64 {
+        self.clock_ms.unwrap_or_else(|| {
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+        })
+    }
+
     fn invoke(&mut self, step_id: &str, entry_id: &str, input: &str) -> Result<String, InvokeRefusal> {
         if !self.allowed.contains(entry_id) {
             return self.refuse(
@@ -173,6 +191,22 @@ impl Effects for RunEffects {
                 Violation::TooManyInvocations(self.max_invocations),
                 format!("the Run reached its bound of {} invocations", self.max_invocations),
             );
+        }
+        // A test run never reaches an entry that is not read-only, whatever
+        // the component does: the host answers in its place.
+        if self.test_run && !entry.risk_hints.read_only {
+            let parsed_input = serde_json::from_str(input).unwrap_or(Value::Null);
+            if let Ok(mut record) = self.record.lock() {
+                record.invocations.push(Invocation {
+                    step_id: step_id.to_owned(),
+                    entry_id: entry_id.to_owned(),
+                    input: parsed_input,
+                    result: Ok(simulated_output()),
+                    t_ms: 0,
+                    simulated: true,
+                });
+            }
+            return Ok(simulated_output().to_string());
         }
         let span = spans::invocation_span(step_id, entry_id, &entry.kind);
         let _entered = span.enter();
@@ -207,6 +241,7 @@ impl Effects for RunEffects {
                 input: parsed_input,
                 result: result.clone(),
                 t_ms,
+                simulated: false,
             });
         }
         result.map(|output| output.to_string()).map_err(InvokeRefusal::Failed)
@@ -310,10 +345,15 @@ pub struct ExecutionRequest<'a> {
     pub data_source: Option<Arc<dyn DataSource>>,
     /// `test_run` requested.
     pub test_run: bool,
-    /// Deploy mode requested.
+    /// Deploy mode requested: the component's `deploy` export installs the
+    /// program (Part II §6.5.7).
     pub deploy: bool,
     /// The Run's id.
     pub run_id: &'a str,
+    /// What `effects.now` answers, when not the host's clock: a test run's
+    /// simulated instant, or the platform's clock for a firing (ms since
+    /// the Unix epoch).
+    pub clock_ms: Option<u64>,
 }
 
 /// The result of a started Run.
@@ -331,6 +371,9 @@ pub struct Execution {
     pub faults: Vec<String>,
     /// Fuel used.
     pub fuel: u64,
+    /// What a successful deploy-mode Run installs, as the component
+    /// declared it (the platform checks the triggers before storing it).
+    pub installation: Option<crate::deploy::Installation>,
 }
 
 /// Executes a validated program. Never fails: every failure of a started
@@ -350,7 +393,7 @@ pub fn execute(component: &Component, request: ExecutionRequest<'_>) -> Executio
         allowed,
         statements: request.statements.to_vec(),
         data_source: request.data_source.clone(),
-        read_only: request.plan.is_some_and(|plan| plan.max_risk_hints.read_only),
+        read_only: request.test_run || request.plan.is_some_and(|plan| plan.max_risk_hints.read_only),
         session: None,
         session_failed: false,
         deadline: Some(deadline),
@@ -360,6 +403,8 @@ pub fn execute(component: &Component, request: ExecutionRequest<'_>) -> Executio
         max_invocations: bounds.invocations_per_run,
         max_bytes: bounds.invocation_bytes,
         metrics: component.engine().metrics().clone(),
+        test_run: request.test_run,
+        clock_ms: request.clock_ms,
     };
     let run_request = crate::engine::bindings::RunRequest {
         program: request.program.text().to_owned(),
@@ -368,19 +413,46 @@ pub fn execute(component: &Component, request: ExecutionRequest<'_>) -> Executio
         test_run: request.test_run,
         deploy: request.deploy,
     };
+    let mut installation = None;
     let (result, mut context, cost) = component.call_with_state(
         CallKind::Execution,
         CallContext::execution(request.catalog.clone(), Box::new(effects)),
-        |language, store| language.call_execute(store, &run_request),
+        |language, store| {
+            if request.deploy {
+                let deployed = language.call_deploy(store, &run_request)?;
+                installation = deployed.installation.map(crate::deploy::Installation::from_wit);
+                Ok(deployed.result)
+            } else {
+                language.call_execute(store, &run_request)
+            }
+        },
     );
     let record = std::mem::take(&mut *record.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
+    let simulated: Vec<(String, String)> = record
+        .invocations
+        .iter()
+        .filter(|invocation| invocation.simulated)
+        .map(|invocation| (invocation.step_id.clone(), invocation.entry_id.clone()))
+        .collect();
     let mut execution = assess(component, &request, result, record, cost.fuel);
+    for step in &mut execution.trace.steps {
+        if let Some(calls) = &step.calls
+            && simulated.iter().any(|(id, entry)| *id == step.id && entry == calls)
+        {
+            step.simulated = Some(true);
+        }
+    }
+    if execution.outcome.ok && request.deploy {
+        execution.installation = installation;
+    }
+    // A test run's transaction never commits (and was read-only).
+    let succeeded = execution.outcome.ok && !request.test_run;
     // Effects end only once the host has judged the Run: a data-source
     // transaction commits only for a success it stands behind. A commit
     // that fails ends the Run with the trace so far (every statement ran)
     // and the status that says whether anything persisted.
     if let Some(effects) = context.call_effects()
-        && let Err(error) = effects.finish(execution.outcome.ok)
+        && let Err(error) = effects.finish(succeeded)
     {
         let (status, message) = match &error {
             CommitError::RolledBack(message) => (
@@ -450,6 +522,7 @@ fn assess(
                 invocations: record.invocations,
                 faults: vec![error.to_string()],
                 fuel,
+                installation: None,
             };
         }
     };
@@ -470,6 +543,7 @@ fn assess(
             invocations: record.invocations,
             faults: vec!["result too large".into()],
             fuel,
+            installation: None,
         };
     }
     // Each kind of breach counts once per Run (`host_guarantee_violations`).
@@ -562,6 +636,7 @@ fn assess(
             invocations: record.invocations,
             faults,
             fuel,
+            installation: None,
         };
     }
     if exhausted {
@@ -586,6 +661,7 @@ fn assess(
         invocations: record.invocations,
         faults,
         fuel,
+        installation: None,
     }
 }
 
@@ -636,6 +712,7 @@ fn trace_step_from_wit(
             .collect(),
         calls: step.calls,
         id: step.id,
+        simulated: None,
     })
 }
 
@@ -692,6 +769,7 @@ pub fn host_trace(run_id: &str, invocations: &[Invocation], statements: &[Statem
         },
         t_ms: Some(invocation.t_ms),
         decisions: Vec::new(),
+        simulated: invocation.simulated.then_some(true),
     };
     let statement_step = |run: &StatementRun| TraceStep {
         id: run.step_id.clone(),
@@ -707,6 +785,7 @@ pub fn host_trace(run_id: &str, invocations: &[Invocation], statements: &[Statem
         },
         t_ms: Some(run.t_ms),
         decisions: Vec::new(),
+        simulated: None,
     };
     let mut steps = Vec::with_capacity(invocations.len() + statements.len());
     let mut pending = statements.iter().peekable();
@@ -750,6 +829,7 @@ mod tests {
             outcome: Outcome::success(),
             t_ms: None,
             decisions: vec![],
+            simulated: None,
         }
     }
 

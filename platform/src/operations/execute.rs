@@ -220,6 +220,30 @@ pub async fn execute(context: &Context, slot: &Arc<LanguageSlot>, raw: &Value) -
         }
         (mode, None) => mode == ExecutionMode::Deploy,
     };
+    let test_run = args.test_run == Some(true);
+    if deploy && !test_run && !slot.component.exports_deploy() {
+        return Err(request_error(
+            RequestErrorKind::Unsupported,
+            format!(
+                "{language} declares execution {:?} but its component does not export 'deploy' (world deploying-language of pilotage:language@1.2.0), so it cannot install programs here",
+                description.execution
+            ),
+        ));
+    }
+    // A test run's simulated clock: the input's `at` (WIT `effects.now`).
+    let clock_ms = match args.input.as_ref().and_then(|input| input.get("at")) {
+        Some(at) if test_run => match at.as_str().and_then(crate::deploy::parse_rfc3339) {
+            Some(ms) if ms >= 0 => Some(ms as u64),
+            _ => {
+                return Err(request_error(
+                    RequestErrorKind::InvalidRequest,
+                    format!("input.at is the test run's simulated clock: an RFC 3339 instant such as 2026-12-03T14:03:00+01:00, not {at}"),
+                ));
+            }
+        },
+        _ => None,
+    };
+    let mode = RunMode { deploy: deploy && !test_run, test_run, clock_ms, firing: false };
     let retention = slot.exposure.retention.clone();
     if args.store == Some(true) && !retention.retains() {
         return Err(request_error(
@@ -442,7 +466,7 @@ pub async fn execute(context: &Context, slot: &Arc<LanguageSlot>, raw: &Value) -
         args.input.clone(),
         args.context.clone(),
         snapshot,
-        deploy,
+        mode,
         &run_id,
         requested_level,
         args.store,
@@ -568,6 +592,23 @@ async fn replay(context: &Context, key: &str, level: TraceLevel) -> Result<Value
     }
 }
 
+/// How a Run runs.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RunMode {
+    /// Install it (deploy mode of a deploying Language).
+    pub deploy: bool,
+    /// A test run: the host performs only read-only invocations.
+    pub test_run: bool,
+    /// What `effects.now` answers, when not the host's clock.
+    pub clock_ms: Option<u64>,
+    /// A deployment's firing (no session; always retained).
+    pub firing: bool,
+}
+
+/// How long a firing's Run is kept when its Language's retention is not a
+/// duration (`none`, `session`): a deployer must be able to fetch it.
+pub const FIRING_RETENTION: &str = "P7D";
+
 /// Starts the Run and records it when retained.
 #[allow(clippy::too_many_arguments)]
 async fn run(
@@ -578,12 +619,15 @@ async fn run(
     input: Option<Value>,
     context_value: Option<Value>,
     snapshot: crate::catalog::CatalogSnapshot,
-    deploy: bool,
+    mode: RunMode,
     run_id: &str,
     requested_level: Option<TraceLevel>,
     store: Option<bool>,
 ) -> Result<ExecuteResponse, OpError> {
     let description = slot.description();
+    let install_snapshot = mode.deploy.then(|| snapshot.clone());
+    let install_validated = mode.deploy.then(|| validated.clone());
+    let install_context = context_value.clone();
     let invoker = TenantInvoker::new(
         &context.platform,
         context.tenant.clone(),
@@ -609,14 +653,58 @@ async fn run(
                 data_source: data_source.clone(),
                 catalog: snapshot,
                 invoker: Arc::new(invoker),
-                test_run: false,
-                deploy,
+                test_run: mode.test_run,
+                deploy: mode.deploy,
+                clock_ms: mode.clock_ms,
                 run_id: &task_run_id,
             },
         )
     })
     .await
     .map_err(|e| request_error(RequestErrorKind::Internal, format!("the Run could not be started: {e}")))?;
+    let mut execution = execution;
+    if mode.deploy && execution.outcome.ok {
+        // The installation Run succeeds only once the platform has stored
+        // what it installs (Part II §6.5.7: the outcome describes
+        // installation).
+        let installed = match (execution.installation.take(), &install_snapshot, &install_validated) {
+            (Some(installation), Some(snapshot), Some(validated)) => {
+                crate::deploy::install(
+                    context,
+                    slot,
+                    installation,
+                    snapshot,
+                    install_context.as_ref(),
+                    validated,
+                    run_id,
+                )
+                .await
+            }
+            _ => Err("the component reported success but installed nothing".into()),
+        };
+        match installed {
+            Ok(installed) => {
+                let mut output = match execution.output.take() {
+                    Some(Value::Object(map)) => map,
+                    Some(other) => serde_json::Map::from_iter([("component".to_owned(), other)]),
+                    None => serde_json::Map::new(),
+                };
+                output.insert("deployment".into(), Value::String(installed.name));
+                output.insert("version".into(), installed.version.into());
+                output.insert("replaced".into(), Value::Bool(installed.version > 1));
+                output.insert("triggers".into(), serde_json::to_value(&installed.triggers).unwrap_or_default());
+                output.insert(
+                    "next_due".into(),
+                    installed.next_due.map(crate::deploy::rfc3339).map_or(Value::Null, Value::String),
+                );
+                execution.output = Some(Value::Object(output));
+            }
+            Err(message) => {
+                execution.outcome = Outcome::failure(crate::protocol::outcome::ERROR, message);
+                execution.output = None;
+            }
+        }
+    }
     run_span.record("pilotage.outcome.status", execution.outcome.status.as_str());
 
     let recorded_level = description.trace_ceiling;
@@ -624,6 +712,17 @@ async fn run(
     let retained = match store {
         Some(explicit) => explicit,
         None => retention.retains() && (retention != &Retention::Session || context.caller.session_id.is_some()),
+    };
+    // A firing has no session: it is kept for the Language's retention
+    // period, or a week when that is not a duration.
+    let firing_retention;
+    let retention = match retention {
+        Retention::Duration { .. } => retention,
+        _ if mode.firing => {
+            firing_retention = Retention::parse(FIRING_RETENTION).unwrap_or(Retention::None);
+            &firing_retention
+        }
+        _ => retention,
     };
     if retained {
         let record_trace = at_level(&execution.trace, recorded_level).unwrap_or_else(|| execution.trace.clone());
@@ -666,4 +765,108 @@ async fn run(
         diagnostics: None,
         trace: at_level(&execution.trace, level),
     })
+}
+
+/// Runs one firing of `deployment` (Part II §6.5.7: a later execution of
+/// the deployed body) as its deploying principal (`context.caller`), with
+/// `input` the firing (`{"trigger", "event", "at"}`) and `clock_ms` the
+/// deployments' clock as `effects.now`. Before anything runs, every entry
+/// the body referenced when it was deployed must still be visible and
+/// unchanged, and the body must still validate; otherwise the firing's Run
+/// is `catalog_drift` or `validation_error` and nothing runs. Every
+/// firing's Run is retained under `run_id`, refused or not.
+///
+/// # Errors
+/// [`OpError`] when the body cannot be validated at all or the store
+/// fails.
+pub async fn fire(
+    context: &Context,
+    slot: &Arc<LanguageSlot>,
+    deployment: &crate::deploy::Deployment,
+    input: Value,
+    clock_ms: i64,
+    run_id: &str,
+) -> Result<ExecuteResponse, OpError> {
+    let language = slot.entry.name.clone();
+    let snapshot = context.tenant.snapshot(&context.caller.principal, &language);
+    let changed: Vec<&str> = deployment
+        .baseline
+        .iter()
+        .filter(|(id, recorded)| {
+            snapshot.get(id).map(crate::protocol::catalog::CatalogEntry::baseline).as_ref() != Some(*recorded)
+        })
+        .map(|(id, _)| id.as_str())
+        .collect();
+    let body = match slot.description().program_kind {
+        crate::language::description::ProgramKind::Json => serde_json::from_str(&deployment.row.body)
+            .map_err(|e| request_error(RequestErrorKind::Internal, format!("the stored body is not JSON: {e}")))?,
+        crate::language::description::ProgramKind::Text => Value::String(deployment.row.body.clone()),
+    };
+    let context_value: Option<Value> = deployment.row.context.as_deref().and_then(|text| serde_json::from_str(text).ok());
+    let refusal = if changed.is_empty() {
+        let (program, validated) = validated(context, slot, &body, context_value.as_ref(), &snapshot).await?;
+        if validated.response.valid {
+            let mode = RunMode { deploy: false, test_run: false, clock_ms: Some(clock_ms.max(0) as u64), firing: true };
+            let response = run(
+                context,
+                slot,
+                program,
+                validated,
+                Some(input),
+                context_value,
+                snapshot,
+                mode,
+                run_id,
+                Some(TraceLevel::Full),
+                Some(true),
+            )
+            .await?;
+            observe_outcome(context, &language, run_id, &response.outcome.status);
+            return Ok(response);
+        }
+        Outcome::failure(
+            VALIDATION_ERROR,
+            "the deployed body no longer validates against the deployer's catalog; nothing ran: deploy it again",
+        )
+    } else {
+        Outcome::failure(
+            CATALOG_DRIFT,
+            format!(
+                "{} changed or is no longer visible to the deployer since the deployment; nothing ran: deploy it again",
+                changed.join(", ")
+            ),
+        )
+    };
+    observe_outcome(context, &language, run_id, &refusal.status);
+    let record = TraceFetchResponse {
+        run_id: run_id.to_owned(),
+        outcome: refusal.clone(),
+        output: None,
+        trace: crate::protocol::trace::Trace {
+            run_id: run_id.to_owned(),
+            level: TraceLevel::Full,
+            steps: Vec::new(),
+            stats: None,
+        },
+        narration: None,
+    };
+    let now = now_ms();
+    let principal = &context.caller.principal;
+    let span = Retention::parse(FIRING_RETENTION).ok().and_then(|r| match r {
+        Retention::Duration { span, .. } => Some(span.as_millis() as i64),
+        _ => None,
+    });
+    let row = RunRow {
+        run_id: run_id.to_owned(),
+        tenant: principal.tenant.clone(),
+        subject: principal.subject.clone(),
+        language,
+        session_id: None,
+        recorded_level: TraceLevel::Full.as_str().to_owned(),
+        record: serde_json::to_string(&record).unwrap_or_default(),
+        created_at: now,
+        expires_at: Some(now.saturating_add(span.unwrap_or(0))),
+    };
+    context.platform.store().run_insert(&row).await.map_err(|e| internal(&e))?;
+    Ok(ExecuteResponse { run_id: run_id.to_owned(), outcome: refusal, output: None, diagnostics: None, trace: None })
 }

@@ -144,6 +144,7 @@ impl TenantInvoker {
                 invoker: Arc::new(self.nested(snapshot)),
                 test_run: false,
                 deploy: false,
+                clock_ms: None,
                 run_id: &run_id,
             },
         );

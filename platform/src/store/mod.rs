@@ -13,8 +13,10 @@
 //! `mcp_sessions` (what replicas on one PostgreSQL share, [`fleet`]).
 //! Every row but a component's carries its tenant. Times are milliseconds since the Unix epoch.
 
+mod deployments;
 mod fleet;
 
+pub use deployments::{DeploymentRow, FiringRow};
 pub use fleet::{CHANGES_CHANNEL, ChangeRow, SessionRow};
 
 use std::borrow::Cow;
@@ -209,6 +211,7 @@ fn migrator(backend: Backend) -> Migrator {
             migration(5, "run bytes", include_str!("../../../migrations/sqlite/0005_run_bytes.sql")),
             migration(6, "components", include_str!("../../../migrations/sqlite/0006_components.sql")),
             migration(7, "fleet", include_str!("../../../migrations/sqlite/0007_fleet.sql")),
+            migration(8, "deployments", include_str!("../../../migrations/sqlite/0008_deployments.sql")),
         ],
         Backend::Postgres => vec![
             migration(
@@ -230,6 +233,7 @@ fn migrator(backend: Backend) -> Migrator {
             migration(5, "run bytes", include_str!("../../../migrations/postgres/0005_run_bytes.sql")),
             migration(6, "components", include_str!("../../../migrations/postgres/0006_components.sql")),
             migration(7, "fleet", include_str!("../../../migrations/postgres/0007_fleet.sql")),
+            migration(8, "deployments", include_str!("../../../migrations/postgres/0008_deployments.sql")),
         ],
     };
     Migrator { migrations: Cow::Owned(migrations), ..Migrator::DEFAULT }
@@ -849,6 +853,9 @@ impl Store {
             "DELETE FROM catalog_entries WHERE tenant = $1",
             "DELETE FROM secrets WHERE tenant = $1",
             "DELETE FROM data_sources WHERE tenant = $1",
+            "DELETE FROM deployments WHERE tenant = $1",
+            "DELETE FROM firings WHERE tenant = $1",
+            "DELETE FROM deliveries WHERE tenant = $1",
             "DELETE FROM tenants WHERE id = $1",
         ] {
             sqlx::query(statement).bind(tenant).execute(&mut *transaction).await?;

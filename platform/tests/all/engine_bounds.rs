@@ -60,6 +60,7 @@ fn execute_on(component: &Component, text: &str) -> Execution {
             data_source: None,
             test_run: false,
             deploy: false,
+            clock_ms: None,
             run_id: "run_test",
         },
     )

@@ -283,6 +283,7 @@ async fn the_javascript_recipe_declares_validates_and_runs_as_the_rust_one_does(
                     data_source: None,
                     test_run: false,
                     deploy: false,
+                    clock_ms: None,
                     run_id: "run_twin",
                 },
             ))

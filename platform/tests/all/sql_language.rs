@@ -185,6 +185,7 @@ fn execute_with(
             data_source: Some(source),
             test_run: false,
             deploy: false,
+            clock_ms: None,
             run_id: "run_sql_test",
         },
     );
@@ -406,6 +407,7 @@ fn known_bypasses_are_refused_before_reaching_the_database() {
                 data_source: Some(counting.clone()),
                 test_run: false,
                 deploy: false,
+                clock_ms: None,
                 run_id: "run_bypass",
             },
         );

@@ -45,6 +45,7 @@ fn run_with(value: Value, input: Option<Value>, invoker: Arc<dyn Invoker>) -> Ex
             data_source: None,
             test_run: false,
             deploy: false,
+            clock_ms: None,
             run_id: "run_test",
         },
     );

@@ -1,0 +1,351 @@
+//! The deployment runtime (Part II §6.5.7 `deploy` and `both`, §5.8.4;
+//! docs/architecture.md "Deployments"). The platform owns triggers,
+//! storage and firing; the component owns the language.
+//!
+//! - A deploy-mode `execute` calls the component's `deploy` export
+//!   (`pilotage:language@1.2.0`, world `deploying-language`), which returns
+//!   an installation: a name, triggers in the platform's vocabulary
+//!   ([`Trigger`]) and a body. [`install`] checks it (triggers parse, their
+//!   sources exist, the body validates for the deployer, quota) and stores
+//!   it as a deployment: deploying a name again replaces it.
+//! - [`runtime`] fires it: schedules (cron in an IANA zone, [`schedule`]),
+//!   webhook deliveries ([`webhook`]) and MQTT messages ([`mqtt`]). Every
+//!   trigger instance is claimed in the store first, so it fires once
+//!   across replicas. A firing is a Run of the body (immediate) as the
+//!   deploying principal, after the body's referenced entries are checked
+//!   against the current catalog; it is retained and its trace fetchable by
+//!   `run_id`.
+//! - Operators list, disable, enable and remove deployments through the
+//!   admin API and CLI; agents see their tenant's deployments as catalog
+//!   entries of kind [`DEPLOYMENT_KIND`].
+
+pub mod clock;
+pub mod mqtt;
+pub mod runtime;
+pub mod schedule;
+pub mod webhook;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::catalog::CatalogSnapshot;
+use crate::engine::bindings::pilotage::language::run_types as wit;
+use crate::language::validation::Validated;
+use crate::operations::{Context, now_ms};
+use crate::protocol::risk::RiskHints;
+use crate::service::{LanguageSlot, Platform};
+use crate::store::DeploymentRow;
+
+/// The catalog entry kind under which an agent sees its tenant's
+/// deployments (not callable; `risk` is the body plan's).
+pub const DEPLOYMENT_KIND: &str = "deployment";
+
+/// The prefix of a webhook source's secret: the operator stores the
+/// source's signing key as the tenant secret `webhook:<source>`.
+pub const WEBHOOK_SECRET_PREFIX: &str = "webhook:";
+
+/// The prefix of an MQTT broker's secret: the tenant secret
+/// `mqtt:<broker>` holds `{"url": "mqtt://host:port", "username"?,
+/// "password"?}`.
+pub const MQTT_SECRET_PREFIX: &str = "mqtt:";
+
+/// When a deployed body runs, in the platform's vocabulary (the WIT
+/// `trigger`, stored as JSON with a `kind`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Trigger {
+    /// A cron pattern in an IANA time zone.
+    Schedule {
+        /// 5 or 6 fields.
+        cron: String,
+        /// IANA zone name.
+        time_zone: String,
+    },
+    /// A signed delivery to `POST /events/{tenant}/{source}`.
+    Webhook {
+        /// The event source's name.
+        source: String,
+    },
+    /// A message on a topic filter of a tenant-registered broker.
+    Mqtt {
+        /// The broker's name (secret `mqtt:<broker>`).
+        broker: String,
+        /// The topic filter.
+        topic: String,
+    },
+}
+
+/// What a deploy-mode Run's component installs (the WIT `installation`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Installation {
+    /// The deployment's name.
+    pub name: String,
+    /// Its triggers.
+    pub triggers: Vec<Trigger>,
+    /// The body run at each firing.
+    pub body: String,
+}
+
+impl Installation {
+    /// From the component's answer.
+    pub fn from_wit(installation: wit::Installation) -> Installation {
+        Installation {
+            name: installation.name,
+            triggers: installation.triggers.into_iter().map(Trigger::from_wit).collect(),
+            body: installation.body,
+        }
+    }
+}
+
+impl Trigger {
+    fn from_wit(trigger: wit::Trigger) -> Trigger {
+        match trigger {
+            wit::Trigger::Schedule(schedule) => {
+                Trigger::Schedule { cron: schedule.cron, time_zone: schedule.time_zone }
+            }
+            wit::Trigger::Webhook(source) => Trigger::Webhook { source },
+            wit::Trigger::Mqtt(subscription) => {
+                Trigger::Mqtt { broker: subscription.broker, topic: subscription.topic }
+            }
+        }
+    }
+}
+
+/// A stored deployment, decoded.
+#[derive(Clone, Debug)]
+pub struct Deployment {
+    /// The row as stored.
+    pub row: DeploymentRow,
+    /// Its triggers.
+    pub triggers: Vec<Trigger>,
+    /// Referenced entry id → baseline.
+    pub baseline: BTreeMap<String, Value>,
+    /// The deployer's scopes.
+    pub scopes: BTreeSet<String>,
+}
+
+impl Deployment {
+    /// Decodes a stored row.
+    ///
+    /// # Errors
+    /// A message when a JSON column does not decode (a corrupt row).
+    pub fn from_row(row: DeploymentRow) -> Result<Deployment, String> {
+        let triggers = serde_json::from_str(&row.triggers).map_err(|e| format!("triggers: {e}"))?;
+        let baseline = serde_json::from_str(&row.baseline).map_err(|e| format!("baseline: {e}"))?;
+        let scopes = serde_json::from_str(&row.scopes).map_err(|e| format!("scopes: {e}"))?;
+        Ok(Deployment { row, triggers, baseline, scopes })
+    }
+
+    /// The schedules among its triggers, parsed (a stored schedule parsed
+    /// when it was installed).
+    pub fn schedules(&self) -> Vec<schedule::Schedule> {
+        self.triggers
+            .iter()
+            .filter_map(|trigger| match trigger {
+                Trigger::Schedule { cron, time_zone } => schedule::Schedule::parse(cron, time_zone).ok(),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// What the admin API and the agents' catalog show.
+    pub fn view(&self) -> Value {
+        json!({
+            "name": self.row.name,
+            "language": self.row.language,
+            "version": self.row.version,
+            "enabled": self.row.enabled,
+            "deployed_by": self.row.subject,
+            "triggers": self.triggers,
+            "risk": self.row.risk,
+            "risk_hints": serde_json::from_str::<Value>(&self.row.risk_hints).unwrap_or(Value::Null),
+            "references": self.baseline.keys().collect::<Vec<_>>(),
+            "installed_by_run": self.row.run_id,
+            "created_at": rfc3339(self.row.created_at),
+            "updated_at": rfc3339(self.row.updated_at),
+            "next_due": self.row.next_due.map(rfc3339),
+        })
+    }
+}
+
+/// `ms` since the Unix epoch as an RFC 3339 UTC instant with milliseconds.
+pub fn rfc3339(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|at| at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+        .unwrap_or_default()
+}
+
+/// Parses an RFC 3339 instant to ms since the Unix epoch.
+pub fn parse_rfc3339(text: &str) -> Option<i64> {
+    chrono::DateTime::parse_from_rfc3339(text).ok().map(|at| at.timestamp_millis())
+}
+
+/// The first tick of any of `schedules` strictly after `after_ms`.
+pub fn next_due(schedules: &[schedule::Schedule], after_ms: i64) -> Option<i64> {
+    schedules.iter().filter_map(|schedule| schedule.next_after(after_ms)).min()
+}
+
+/// What [`install`] stored.
+#[derive(Clone, Debug)]
+pub struct Installed {
+    /// The deployment's name.
+    pub name: String,
+    /// Its version (1 for a new name).
+    pub version: i64,
+    /// Its triggers.
+    pub triggers: Vec<Trigger>,
+    /// Its next schedule tick.
+    pub next_due: Option<i64>,
+}
+
+/// Checks and stores what a successful deploy-mode Run `run_id` installs
+/// for `context`'s caller (Part II §6.5.7).
+///
+/// # Errors
+/// A message for the installation Run's outcome (nothing is stored): a
+/// malformed name, no trigger, a schedule that does not parse, a webhook
+/// source or MQTT broker the tenant has not registered, a body that does
+/// not validate for the deployer, the `max_deployments` quota, a store
+/// failure.
+pub async fn install(
+    context: &Context,
+    slot: &LanguageSlot,
+    installation: Installation,
+    snapshot: &CatalogSnapshot,
+    context_value: Option<&Value>,
+    body_validated: &Validated,
+    run_id: &str,
+) -> Result<Installed, String> {
+    let platform = &context.platform;
+    let principal = &context.caller.principal;
+    let name = installation.name;
+    if name.is_empty() || name.len() > 128 || name.chars().any(|c| c.is_control() || c == '/' || c.is_whitespace()) {
+        return Err(format!(
+            "the installation is named {name:?}: a deployment name is 1 to 128 characters without spaces or '/'"
+        ));
+    }
+    if installation.triggers.is_empty() {
+        return Err("the installation has no trigger, so it would never run; nothing was installed".into());
+    }
+    let triggers = installation.triggers;
+    let secrets: BTreeSet<String> = platform
+        .store()
+        .secret_names(&principal.tenant)
+        .await
+        .map_err(|e| format!("the store failed: {e}"))?
+        .into_iter()
+        .collect();
+    let mut schedules = Vec::new();
+    for trigger in &triggers {
+        match trigger {
+            Trigger::Schedule { cron, time_zone } => schedules.push(schedule::Schedule::parse(cron, time_zone)?),
+            Trigger::Webhook { source } => {
+                if !secrets.contains(&format!("{WEBHOOK_SECRET_PREFIX}{source}")) {
+                    return Err(format!(
+                        "webhook source '{source}' is not registered in tenant '{}': the operator stores its signing key as the secret '{WEBHOOK_SECRET_PREFIX}{source}'",
+                        principal.tenant
+                    ));
+                }
+            }
+            Trigger::Mqtt { broker, topic } => {
+                if !secrets.contains(&format!("{MQTT_SECRET_PREFIX}{broker}")) {
+                    return Err(format!(
+                        "MQTT broker '{broker}' is not registered in tenant '{}': the operator stores its URL and credentials as the secret '{MQTT_SECRET_PREFIX}{broker}'",
+                        principal.tenant
+                    ));
+                }
+                mqtt::check_filter(topic)?;
+            }
+        }
+    }
+    let Some(plan) = &body_validated.plan else {
+        return Err("the installed body has no plan; nothing was installed".into());
+    };
+    if !body_validated.response.valid {
+        return Err("the installed body does not validate for the deployer; nothing was installed".into());
+    }
+    let store = platform.store();
+    let existing = store.deployment_get(&principal.tenant, &name).await.map_err(|e| format!("the store failed: {e}"))?;
+    if existing.is_none() {
+        let count = store.deployments_count(&principal.tenant).await.map_err(|e| format!("the store failed: {e}"))?;
+        let limit = context.tenant.quotas().max_deployments;
+        if count >= i64::from(limit) {
+            return Err(format!(
+                "quota max_deployments ({limit}) of tenant '{}' is reached; remove a deployment or deploy under an existing name",
+                principal.tenant
+            ));
+        }
+    }
+    let now = platform.deployments().clock().now_ms();
+    let next = next_due(&schedules, now);
+    let baseline = crate::run::promotion::baseline(snapshot, &body_validated.references);
+    let hints: RiskHints = plan.max_risk_hints;
+    let row = DeploymentRow {
+        tenant: principal.tenant.clone(),
+        name: name.clone(),
+        language: slot.entry.name.clone(),
+        version: 0,
+        subject: principal.subject.clone(),
+        scopes: serde_json::to_string(&principal.scopes).unwrap_or_else(|_| "[]".into()),
+        body: installation.body,
+        context: context_value.map(Value::to_string),
+        triggers: serde_json::to_string(&triggers).unwrap_or_else(|_| "[]".into()),
+        baseline: serde_json::to_string(&baseline).unwrap_or_else(|_| "{}".into()),
+        risk: plan.max_risk.clone(),
+        risk_hints: serde_json::to_string(&hints).unwrap_or_else(|_| "{}".into()),
+        enabled: true,
+        run_id: run_id.to_owned(),
+        created_at: now_ms(),
+        updated_at: now_ms(),
+        next_due: next,
+    };
+    let version = store.deployment_put(&row).await.map_err(|e| format!("the store failed: {e}"))?;
+    platform.deployments().changed();
+    Ok(Installed { name, version, triggers, next_due: next })
+}
+
+/// A tenant's deployments, decoded (corrupt rows are logged and skipped).
+///
+/// # Errors
+/// A message when the store fails.
+pub async fn of_tenant(platform: &Platform, tenant: &str) -> Result<Vec<Deployment>, String> {
+    let rows = platform.store().deployments_of_tenant(tenant).await.map_err(|e| e.to_string())?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|row| {
+            let name = row.name.clone();
+            Deployment::from_row(row)
+                .inspect_err(|error| tracing::error!(%tenant, deployment = %name, %error, "a stored deployment does not decode"))
+                .ok()
+        })
+        .collect())
+}
+
+/// Enables or disables a deployment (an enabled one's next tick is
+/// computed from now); false when it does not exist.
+///
+/// # Errors
+/// A message when the store fails.
+pub async fn set_enabled(platform: &Platform, tenant: &str, name: &str, enabled: bool) -> Result<bool, String> {
+    let store = platform.store();
+    let Some(row) = store.deployment_get(tenant, name).await.map_err(|e| e.to_string())? else {
+        return Ok(false);
+    };
+    let deployment = Deployment::from_row(row)?;
+    let next = if enabled { next_due(&deployment.schedules(), platform.deployments().clock().now_ms()) } else { None };
+    let done = store.deployment_set_enabled(tenant, name, enabled, next, now_ms()).await.map_err(|e| e.to_string())?;
+    platform.deployments().changed();
+    Ok(done)
+}
+
+/// Removes a deployment; false when it does not exist.
+///
+/// # Errors
+/// A message when the store fails.
+pub async fn remove(platform: &Platform, tenant: &str, name: &str) -> Result<bool, String> {
+    let done = platform.store().deployment_delete(tenant, name).await.map_err(|e| e.to_string())?;
+    platform.deployments().changed();
+    Ok(done)
+}

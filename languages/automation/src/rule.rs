@@ -339,6 +339,27 @@ impl Parser {
             );
             return None;
         }
+        // The shape of a firing's `trigger` input (`kind`), or a bare cron:
+        // one finding, with the shape this kind takes in a rule.
+        let kind = ["kind", "type"].iter().find_map(|key| trigger.get(*key)?.as_str().map(|kind| (*key, kind)));
+        if kinds.is_empty()
+            && let Some((key, kind)) = kind.filter(|(_, kind)| TRIGGER_KINDS.contains(kind))
+        {
+            let shape = match kind {
+                "schedule" => "{\"schedule\": {\"cron\": \"30 22 * * *\", \"time_zone\": \"Europe/Paris\"}}",
+                "webhook" => "{\"webhook\": \"SOURCE\"}",
+                _ => "{\"mqtt\": {\"broker\": \"NAME\", \"topic\": \"FILTER\"}}",
+            };
+            let message = format!("a trigger is named by its kind as the member, not by `{key}`");
+            self.error("bad_trigger", "/trigger", message, Some(format!("write {shape}")));
+            return None;
+        }
+        if kinds.is_empty() && trigger.contains_key("cron") {
+            let message = "a cron goes inside `schedule`".to_owned();
+            let hint = "write {\"schedule\": {\"cron\": \"30 22 * * *\", \"time_zone\": \"Europe/Paris\"}}";
+            self.error("bad_trigger", "/trigger", message, Some(hint.into()));
+            return None;
+        }
         for key in trigger.keys().filter(|k| !TRIGGER_KINDS.contains(&k.as_str())) {
             let close = hint(key, TRIGGER_KINDS).or(shapes.clone());
             self.error("bad_trigger", &child("/trigger", key), format!("`{key}` is not a trigger kind"), close);
@@ -679,10 +700,14 @@ impl Parser {
             return None;
         };
         // An action holding only a mechanism automation/1 lacks (a `delay`,
-        // a trigger) is reported for that, not also for lacking `call`.
+        // a trigger) is reported for that, not also for lacking `call` or
+        // `id`.
         let near_only = !members.contains_key("call")
             && members.keys().any(|key| key != "id" && near_miss(Place::Action, key).is_some());
         self.keys(members, &at, Place::Action, &["id", "call", "with"], "malformed_action");
+        if near_only && !members.contains_key("id") {
+            return None;
+        }
         let id = self.id(members, &at, "malformed_action");
         let call = match members.get("call").and_then(Value::as_str).filter(|c| !c.is_empty()) {
             Some(call) => Some(call.to_owned()),

@@ -21,6 +21,12 @@ use crate::rule::{self, Action, BRANCH, Condition, Test};
 
 /// Runs `request.program` (already validated) once.
 pub fn execute(request: &RunRequest, host: &mut (impl Catalog + Effects)) -> RunResult {
+    if request.deploy {
+        // Installing goes through the export `deploy`; answering it here
+        // with a success would claim an installation nobody made.
+        let message = "a deploy-mode Run installs through `deploy`; `execute` runs the rule once and installs nothing";
+        return failed(Vec::new(), diag::ERROR, message.into());
+    }
     let (rule, _) = rule::parse(&request.program);
     let input: Value = request.input.as_deref().and_then(|text| serde_json::from_str(text).ok()).unwrap_or_default();
     let event = input.get("event");

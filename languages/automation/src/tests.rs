@@ -353,6 +353,10 @@ fn near_misses_are_refused_alone_with_a_hint_naming_the_mechanism_to_use() {
         let found_hint = found_hint.unwrap_or_default();
         assert!(found_hint.contains(hint), "{code} at {path}: hint {found_hint:?} lacks {hint:?}");
     }
+    // An item that is only a near miss is reported for it alone.
+    let (code, path, _) =
+        only(&variant(|rule| rule["actions"].as_array_mut().unwrap().push(json!({"webhook": "home"}))));
+    assert_eq!((code.as_str(), path.as_str()), ("trigger_in_actions", "/actions/1/webhook"));
     // The bare keys are not refused where they belong.
     assert!(
         codes(&variant(|rule| rule["otherwise"] = json!([{"id": "off", "call": "porch_light.turn_off"}]))).is_empty()
@@ -495,6 +499,17 @@ fn triggers_map_to_the_platform_vocabulary() {
         only(&variant(|rule| rule.as_object_mut().unwrap().remove("trigger").map(drop).unwrap())).0,
         "bad_trigger"
     );
+    // The firing's `kind` shape, and a bare cron, get the rule's shape.
+    let (code, path, hint) = only(&variant(|rule| rule["trigger"] = json!({"kind": "webhook", "source": "home"})));
+    assert_eq!(
+        (code.as_str(), path.as_str(), hint.as_deref()),
+        ("bad_trigger", "/trigger", Some(r#"write {"webhook": "SOURCE"}"#))
+    );
+    let (code, _, hint) = only(&variant(|rule| rule["trigger"] = json!({"type": "schedule", "cron": "0 22 * * *"})));
+    assert_eq!(code, "bad_trigger");
+    assert!(hint.unwrap().contains(r#"{"schedule": {"cron""#));
+    let (_, _, hint) = only(&variant(|rule| rule["trigger"] = json!({"cron": "0 22 * * *", "time_zone": "UTC"})));
+    assert!(hint.unwrap().contains(r#"{"schedule""#));
 }
 
 #[test]
@@ -700,6 +715,17 @@ fn failures_are_error_before_an_action_ran_and_partial_after() {
     let result = run(&two, door_open_at(at), false, &mut first_fails);
     assert_eq!(result.outcome.status, "error");
     assert_eq!(ids(&result), ["light-is-off", "when", "light-on"]);
+}
+
+#[test]
+fn execute_never_claims_an_installation() {
+    let request =
+        RunRequest { program: porch().to_string(), input: None, context: None, test_run: false, deploy: true };
+    let mut host = fake_at("2026-07-14T22:30:00+02:00");
+    let result = Automation::execute(&request, &mut host);
+    assert_eq!((result.outcome.ok, result.outcome.status.as_str()), (false, "error"));
+    assert!(result.outcome.error.unwrap().contains("installs nothing"));
+    assert!(result.steps.is_empty() && host.calls.is_empty());
 }
 
 #[test]

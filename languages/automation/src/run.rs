@@ -1,0 +1,188 @@
+//! Running a rule once (a firing, an immediate Run, a test run) and
+//! installing it (a deploy).
+//!
+//! The trace follows the plan exactly (Part II §5.8.4): every `read`
+//! condition is an unarmed plan step, so each runs before `when` decides,
+//! even past a false condition (reads change nothing); `when` then decides
+//! with one decision per condition evaluated; only the selected arm's
+//! actions appear.
+
+use std::collections::BTreeMap;
+
+use pilotage_guest_sdk::diag::{self, failure, success};
+use pilotage_guest_sdk::trace::TraceBuilder;
+use pilotage_guest_sdk::{
+    Catalog, Decision, DeployResult, Effects, Installation, InvokeError, RunRequest, RunResult, Severity, TraceStep,
+    Validation,
+};
+use serde_json::{Map, Value, json};
+
+use crate::rule::{self, Action, BRANCH, Condition, Test};
+
+/// Runs `request.program` (already validated) once.
+pub fn execute(request: &RunRequest, host: &mut (impl Catalog + Effects)) -> RunResult {
+    if request.deploy {
+        // Installing goes through the export `deploy`; answering it here
+        // with a success would claim an installation nobody made.
+        let message = "a deploy-mode Run installs through `deploy`; `execute` runs the rule once and installs nothing";
+        return failed(Vec::new(), diag::ERROR, message.into());
+    }
+    let (rule, _) = rule::parse(&request.program);
+    let input: Value = request.input.as_deref().and_then(|text| serde_json::from_str(text).ok()).unwrap_or_default();
+    let event = input.get("event");
+    let mut trace = TraceBuilder::new();
+
+    // The reads, in order: each is a plan step outside the arms.
+    let mut outputs = BTreeMap::new();
+    for condition in &rule.conditions {
+        let Test::Read { entry, with, .. } = &condition.test else { continue };
+        match call(&mut trace, host, &condition.id, entry, with) {
+            Ok(output) => {
+                outputs.insert(condition.id.as_str(), output);
+            }
+            Err(message) => return failed(trace.finish(), diag::ERROR, message),
+        }
+    }
+
+    // The branch: conditions in order, up to the first false one.
+    let now = host.now();
+    let mut decisions = Vec::new();
+    let mut failing = None;
+    for condition in &rule.conditions {
+        let (holds, because) = evaluate(condition, event, &outputs, now);
+        decisions.push(Decision {
+            at: condition.id.clone(),
+            took: if holds { "true" } else { "false" }.into(),
+            because: because.clone(),
+        });
+        if !holds {
+            failing = Some(format!("{} is false: {because}", condition.id));
+            break;
+        }
+    }
+    let (took, because, arm) = match failing {
+        None if rule.conditions.is_empty() => ("then", "the rule has no conditions".to_owned(), &rule.actions),
+        None => ("then", "every condition holds".to_owned(), &rule.actions),
+        Some(because) => ("else", because, &rule.otherwise),
+    };
+    let branch = trace.branch(BRANCH, took, because);
+
+    let mut ran = Vec::new();
+    for Action { id, call: entry, with, .. } in arm {
+        if let Err(message) = call(&mut trace, host, id, entry, with) {
+            let status = if ran.is_empty() { diag::ERROR } else { diag::PARTIAL };
+            return failed(with_decisions(trace, branch, decisions), status, message);
+        }
+        ran.push(id.as_str());
+    }
+
+    let mut output = json!({"rule": rule.name, "took": took, "actions": ran});
+    if request.test_run {
+        output["test_run"] = json!(true);
+    }
+    RunResult {
+        outcome: success(),
+        output: Some(output.to_string()),
+        steps: with_decisions(trace, branch, decisions),
+        stats: None,
+    }
+}
+
+/// The branch entry's decisions: the arm taken (first, as the plan–trace
+/// correspondence reads it), then each condition's.
+fn with_decisions(trace: TraceBuilder, branch: usize, decisions: Vec<Decision>) -> Vec<TraceStep> {
+    let mut steps = trace.finish();
+    if let Some(entry) = steps.get_mut(branch) {
+        entry.decisions.extend(decisions);
+    }
+    steps
+}
+
+fn failed(steps: Vec<TraceStep>, status: &str, message: String) -> RunResult {
+    RunResult { outcome: failure(status, message), output: None, steps, stats: None }
+}
+
+/// Invokes `entry` for step `id` and traces it; the output, or why the
+/// Run must stop.
+fn call(
+    trace: &mut TraceBuilder,
+    host: &mut impl Effects,
+    id: &str,
+    entry: &str,
+    with: &Map<String, Value>,
+) -> Result<Value, String> {
+    let input = Value::Object(with.clone());
+    let result = host
+        .invoke(id, entry, &input)
+        .map_err(|(InvokeError::Refused(m) | InvokeError::Failed(m))| format!("step '{id}' ({entry}): {m}"));
+    let (outcome, output) = match &result {
+        Ok(output) => (success(), output.clone()),
+        Err(message) => (failure(diag::ERROR, message.clone()), Value::Null),
+    };
+    let step_id = trace.id(id);
+    trace.step(step_id, Some(entry.into()), Some(input.to_string()), Some(output.to_string()), outcome, None);
+    result
+}
+
+/// Whether `condition` holds, and why, in words naming what was compared.
+fn evaluate(condition: &Condition, event: Option<&Value>, outputs: &BTreeMap<&str, Value>, now: u64) -> (bool, String) {
+    match &condition.test {
+        Test::Event { pointer, equals } => {
+            let found = event.and_then(|event| event.pointer(pointer));
+            compare(&format!("event {}", shown(pointer)), found, equals)
+        }
+        Test::Time(window) => window.check(now),
+        Test::Read { entry, field, equals, .. } => {
+            let found = outputs.get(condition.id.as_str()).and_then(|output| output.pointer(field));
+            compare(&format!("{entry} {}", shown(field)), found, equals)
+        }
+    }
+}
+
+fn shown(pointer: &str) -> &str {
+    if pointer.is_empty() { "(whole value)" } else { pointer }
+}
+
+fn compare(what: &str, found: Option<&Value>, equals: &Value) -> (bool, String) {
+    match found {
+        Some(found) => (found == equals, format!("{what} is {found}; expected {equals}")),
+        None => (false, format!("{what} is missing; expected {equals}")),
+    }
+}
+
+/// The installation of a rule `validation` found valid: one trace step,
+/// `install`, and the trigger with the program itself as the body.
+pub fn deploy(request: &RunRequest, validation: &Validation) -> DeployResult {
+    let errors: Vec<&str> =
+        validation.diagnostics.iter().filter(|d| d.severity == Severity::Error).map(|d| d.message.as_str()).collect();
+    let (rule, _) = rule::parse(&request.program);
+    let trigger = match (errors.first(), rule.trigger) {
+        (None, Some(trigger)) => trigger,
+        (first, _) => {
+            let why = first.copied().unwrap_or("it has no trigger");
+            return DeployResult {
+                result: RunResult {
+                    outcome: failure(diag::ERROR, format!("the rule is invalid, nothing was installed: {why}")),
+                    output: None,
+                    steps: Vec::new(),
+                    stats: None,
+                },
+                installation: None,
+            };
+        }
+    };
+    let output = json!({"deployment": rule.name, "trigger": rule::trigger_json(&trigger)});
+    let install = TraceStep {
+        id: "install".into(),
+        calls: None,
+        input: Some(json!({"rule": rule.name}).to_string()),
+        output: Some(output.to_string()),
+        outcome: success(),
+        t_ms: None,
+        decisions: Vec::new(),
+    };
+    DeployResult {
+        result: RunResult { outcome: success(), output: Some(output.to_string()), steps: vec![install], stats: None },
+        installation: Some(Installation { name: rule.name, triggers: vec![trigger], body: request.program.clone() }),
+    }
+}

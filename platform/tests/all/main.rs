@@ -5,6 +5,7 @@ mod support;
 
 mod client_vectors;
 mod conformance;
+mod deployments;
 mod engine_bounds;
 mod fleet;
 mod hardening_edge;

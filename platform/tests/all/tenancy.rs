@@ -244,13 +244,13 @@ fn capability(id: &str, description: &str, binding: &str) -> Value {
 }
 
 /// Two tenants, three principals: everything stays on its side.
-struct World {
-    server: Server,
+pub(crate) struct World {
+    pub(crate) server: Server,
     rsa: Key,
     _jwks: Jwks,
 }
 
-async fn two_tenants() -> World {
+pub(crate) async fn two_tenants() -> World {
     let rsa = rsa_key("rsa-1");
     let jwks = jwks(vec![rsa.jwk.clone()]).await;
     let server = jwt_server(&jwks).await;
@@ -295,7 +295,7 @@ async fn two_tenants() -> World {
 }
 
 impl World {
-    async fn as_(&self, tenant: &str, subject: &str, scope: &str) -> Connection {
+    pub(crate) async fn as_(&self, tenant: &str, subject: &str, scope: &str) -> Connection {
         let token = sign(&self.rsa, &claims(json!(tenant), subject, scope));
         Connection::http(&self.server.mcp_url(), Some(&token)).await.unwrap()
     }

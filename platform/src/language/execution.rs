@@ -817,6 +817,7 @@ mod tests {
             input: Value::Null,
             result: Ok(Value::Null),
             t_ms: 0,
+            simulated: false,
         }
     }
 

@@ -19,7 +19,7 @@ fn instant(text: &str) -> i64 {
 
 async fn outbox_calls(demo: &str) -> u64 {
     let stats: Value = reqwest::get(format!("{demo}/stats")).await.unwrap().json().await.unwrap();
-    stats["/outbox/send"].as_u64().unwrap_or(0)
+    stats["calls"]["/outbox/send"].as_u64().unwrap_or(0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -105,7 +105,8 @@ async fn deploy_fire_and_test_runs_that_stay_side_effect_free() {
     }
     assert_eq!(firings.len(), 1, "{firings:?}");
     assert_eq!(firings[0].instance, format!("schedule:{}", instant("2026-12-03T21:00:00Z")));
-    assert_eq!(outbox_calls(&demo).await, before + 1, "the firing really invoked cap_write");
+    let record = server.platform.store().run_get(&firings[0].run_id).await.unwrap();
+    assert_eq!(outbox_calls(&demo).await, before + 1, "the firing really invoked cap_write: {record:?}");
     // The firing's Run is retained and fetchable by its run_id.
     let mut fetched = None;
     for _ in 0..100 {
@@ -118,6 +119,9 @@ async fn deploy_fire_and_test_runs_that_stay_side_effect_free() {
     let fetched = fetched.expect("the firing's Run is fetchable");
     assert_eq!(fetched.trace.steps[0].calls.as_deref(), Some("cap_write"));
     assert_eq!(fetched.trace.steps[0].simulated, None);
+    // The demo outbox refuses this body (HTTP 400): the answer came from the
+    // real endpoint.
+    assert!(fetched.trace.steps[0].outcome.error.as_deref().unwrap_or_default().contains("HTTP 400"));
     let input = &fetched.trace.steps[0].input.as_ref().unwrap()["input"];
     assert_eq!(input["trigger"]["kind"], "schedule");
     assert_eq!(input["event"]["due"], "2026-12-03T21:00:00.000Z");

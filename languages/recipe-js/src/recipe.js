@@ -1,6 +1,6 @@
 // recipe/v1 in JavaScript: the JavaScript twin of languages/recipe (the
 // example Language of docs/writing-a-language.md), built into a component of
-// the WIT world `pilotage:language@1.1.0` by componentize-js (build.mjs).
+// the WIT world `language` of `pilotage:language@1.2.0` by componentize-js (build.mjs).
 //
 // A recipe is a JSON object with `steps` and an optional `output`. A step
 // calls a catalog entry (`{"id", "call", "with"}`) or guards calls with a
@@ -24,8 +24,8 @@
 // kebab-case string, `u64` a BigInt; an import returning `result` returns
 // its `ok` value and throws an error whose `payload` is the `err` value.
 
-import { get as catalogGet, ids as catalogIds } from 'pilotage:language/catalog@1.1.0';
-import { invoke } from 'pilotage:language/effects@1.1.0';
+import { get as catalogGet, ids as catalogIds } from 'pilotage:language/catalog@1.2.0';
+import { invoke } from 'pilotage:language/effects@1.2.0';
 // Written by build.mjs from languages/recipe/guides/core.md.
 import { CORE } from './core-guide.js';
 

@@ -267,7 +267,8 @@ pub async fn install(
         return Err("the installed body does not validate for the deployer; nothing was installed".into());
     }
     let store = platform.store();
-    let existing = store.deployment_get(&principal.tenant, &name).await.map_err(|e| format!("the store failed: {e}"))?;
+    let existing =
+        store.deployment_get(&principal.tenant, &name).await.map_err(|e| format!("the store failed: {e}"))?;
     if existing.is_none() {
         let count = store.deployments_count(&principal.tenant).await.map_err(|e| format!("the store failed: {e}"))?;
         let limit = context.tenant.quotas().max_deployments;
@@ -317,7 +318,9 @@ pub async fn of_tenant(platform: &Platform, tenant: &str) -> Result<Vec<Deployme
         .filter_map(|row| {
             let name = row.name.clone();
             Deployment::from_row(row)
-                .inspect_err(|error| tracing::error!(%tenant, deployment = %name, %error, "a stored deployment does not decode"))
+                .inspect_err(
+                    |error| tracing::error!(%tenant, deployment = %name, %error, "a stored deployment does not decode"),
+                )
                 .ok()
         })
         .collect())

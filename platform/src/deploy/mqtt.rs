@@ -104,10 +104,7 @@ impl Subscriptions {
             let Ok(deployment) = Deployment::from_row(row) else { continue };
             for trigger in &deployment.triggers {
                 if let Trigger::Mqtt { broker, topic } = trigger {
-                    wanted
-                        .entry((deployment.row.tenant.clone(), broker.clone()))
-                        .or_default()
-                        .insert(topic.clone());
+                    wanted.entry((deployment.row.tenant.clone(), broker.clone())).or_default().insert(topic.clone());
                 }
             }
         }
@@ -166,8 +163,9 @@ impl Subscriptions {
 
 async fn connect(platform: &Platform, tenant: &str, broker: &str) -> Result<Connection, String> {
     let config = platform.secret_value(tenant, &format!("{MQTT_SECRET_PREFIX}{broker}")).await?;
-    let config: Value = serde_json::from_str(&config)
-        .map_err(|e| format!("the secret {MQTT_SECRET_PREFIX}{broker} is not JSON {{\"url\", \"username\"?, \"password\"?}}: {e}"))?;
+    let config: Value = serde_json::from_str(&config).map_err(|e| {
+        format!("the secret {MQTT_SECRET_PREFIX}{broker} is not JSON {{\"url\", \"username\"?, \"password\"?}}: {e}")
+    })?;
     let url = config["url"].as_str().ok_or("the broker secret has no \"url\"")?;
     let client_id = format!("pilotage-{}-{}", &platform.leases().instance_id(), hex::encode(rand::random::<[u8; 4]>()));
     let separator = if url.contains('?') { '&' } else { '?' };

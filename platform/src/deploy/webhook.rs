@@ -83,7 +83,9 @@ async fn deliver(
     let (Some(timestamp), Some(signature)) = (header(TIMESTAMP_HEADER), header(SIGNATURE_HEADER)) else {
         return refuse(
             StatusCode::UNAUTHORIZED,
-            format!("a delivery carries {TIMESTAMP_HEADER} (Unix seconds) and {SIGNATURE_HEADER} (sha256=HMAC of '<timestamp>.<body>')"),
+            format!(
+                "a delivery carries {TIMESTAMP_HEADER} (Unix seconds) and {SIGNATURE_HEADER} (sha256=HMAC of '<timestamp>.<body>')"
+            ),
         );
     };
     let key = match platform.secret_value(&tenant, &format!("{WEBHOOK_SECRET_PREFIX}{source}")).await {
@@ -122,8 +124,7 @@ async fn deliver(
         }
     };
     let trigger = Trigger::Webhook { source: source.clone() };
-    let matching: Vec<_> =
-        deployments.into_iter().filter(|d| d.row.enabled && d.triggers.contains(&trigger)).collect();
+    let matching: Vec<_> = deployments.into_iter().filter(|d| d.row.enabled && d.triggers.contains(&trigger)).collect();
     let names: Vec<String> = matching.iter().map(|d| d.row.name.clone()).collect();
     let digest = signature.trim_start_matches("sha256=");
     let delivery = format!("webhook:{}", &digest[..digest.len().min(32)]);

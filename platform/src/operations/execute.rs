@@ -237,7 +237,9 @@ pub async fn execute(context: &Context, slot: &Arc<LanguageSlot>, raw: &Value) -
             _ => {
                 return Err(request_error(
                     RequestErrorKind::InvalidRequest,
-                    format!("input.at is the test run's simulated clock: an RFC 3339 instant such as 2026-12-03T14:03:00+01:00, not {at}"),
+                    format!(
+                        "input.at is the test run's simulated clock: an RFC 3339 instant such as 2026-12-03T14:03:00+01:00, not {at}"
+                    ),
                 ));
             }
         },
@@ -802,7 +804,8 @@ pub async fn fire(
             .map_err(|e| request_error(RequestErrorKind::Internal, format!("the stored body is not JSON: {e}")))?,
         crate::language::description::ProgramKind::Text => Value::String(deployment.row.body.clone()),
     };
-    let context_value: Option<Value> = deployment.row.context.as_deref().and_then(|text| serde_json::from_str(text).ok());
+    let context_value: Option<Value> =
+        deployment.row.context.as_deref().and_then(|text| serde_json::from_str(text).ok());
     let refusal = if changed.is_empty() {
         let (program, validated) = validated(context, slot, &body, context_value.as_ref(), &snapshot).await?;
         if validated.response.valid {

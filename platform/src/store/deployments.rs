@@ -146,11 +146,13 @@ impl Store {
     /// # Errors
     /// [`StoreError`] when the read fails.
     pub async fn deployment_get(&self, tenant: &str, name: &str) -> Result<Option<DeploymentRow>, StoreError> {
-        let row = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {COLUMNS} FROM deployments WHERE tenant = $1 AND name = $2")))
-            .bind(tenant)
-            .bind(name)
-            .fetch_optional(&self.pool)
-            .await?;
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {COLUMNS} FROM deployments WHERE tenant = $1 AND name = $2"
+        )))
+        .bind(tenant)
+        .bind(name)
+        .fetch_optional(&self.pool)
+        .await?;
         row.as_ref().map(deployment_row).transpose()
     }
 
@@ -159,10 +161,12 @@ impl Store {
     /// # Errors
     /// [`StoreError`] when the read fails.
     pub async fn deployments_of_tenant(&self, tenant: &str) -> Result<Vec<DeploymentRow>, StoreError> {
-        let rows = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {COLUMNS} FROM deployments WHERE tenant = $1 ORDER BY name")))
-            .bind(tenant)
-            .fetch_all(&self.pool)
-            .await?;
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {COLUMNS} FROM deployments WHERE tenant = $1 ORDER BY name"
+        )))
+        .bind(tenant)
+        .fetch_all(&self.pool)
+        .await?;
         rows.iter().map(deployment_row).collect()
     }
 
@@ -345,14 +349,13 @@ impl Store {
     /// # Errors
     /// [`StoreError`] when the read fails.
     pub async fn firings_since(&self, tenant: &str, deployment: &str, since_ms: i64) -> Result<i64, StoreError> {
-        let row = sqlx::query(
-            "SELECT COUNT(*) AS n FROM firings WHERE tenant = $1 AND deployment = $2 AND claimed_at >= $3",
-        )
-        .bind(tenant)
-        .bind(deployment)
-        .bind(since_ms)
-        .fetch_one(&self.pool)
-        .await?;
+        let row =
+            sqlx::query("SELECT COUNT(*) AS n FROM firings WHERE tenant = $1 AND deployment = $2 AND claimed_at >= $3")
+                .bind(tenant)
+                .bind(deployment)
+                .bind(since_ms)
+                .fetch_one(&self.pool)
+                .await?;
         Ok(row.try_get("n")?)
     }
 

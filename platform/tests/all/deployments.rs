@@ -74,7 +74,10 @@ async fn deploy_fire_and_test_runs_that_stay_side_effect_free() {
     // A malformed simulated clock is a request error.
     assert!(
         client
-            .execute_raw(DEPLOYER, json!({"program": program, "mode": "deploy", "test_run": true, "input": {"at": "14:03"}}))
+            .execute_raw(
+                DEPLOYER,
+                json!({"program": program, "mode": "deploy", "test_run": true, "input": {"at": "14:03"}})
+            )
             .await
             .is_err()
     );

@@ -81,6 +81,13 @@ enum Command {
     Catalog(AdminArgs<CatalogCommand>),
     /// Manage a tenant's data sources through the admin API.
     Datasource(AdminArgs<DatasourceCommand>),
+    /// Watch, disable, enable and remove a tenant's deployed programs
+    /// through the admin API.
+    Deployment(AdminArgs<DeploymentCommand>),
+    /// Manage a tenant's secrets (webhook keys `webhook:<source>`, MQTT
+    /// brokers `mqtt:<broker>`, values referenced by catalog bindings)
+    /// through the admin API.
+    Secret(AdminArgs<SecretCommand>),
 }
 
 #[derive(Subcommand)]
@@ -219,6 +226,73 @@ enum DatasourceCommand {
         /// The tenant.
         tenant: String,
         /// The data source's name.
+        name: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum DeploymentCommand {
+    /// List a tenant's deployments.
+    Ls {
+        /// The tenant.
+        tenant: String,
+    },
+    /// Show one deployment, its body and its latest firings.
+    Get {
+        /// The tenant.
+        tenant: String,
+        /// The deployment's name.
+        name: String,
+        /// How many firings to show.
+        #[arg(long, default_value_t = 20)]
+        firings: u32,
+    },
+    /// Stop a deployment's triggers.
+    Disable {
+        /// The tenant.
+        tenant: String,
+        /// The deployment's name.
+        name: String,
+    },
+    /// Resume a deployment's triggers (missed schedule ticks never fire).
+    Enable {
+        /// The tenant.
+        tenant: String,
+        /// The deployment's name.
+        name: String,
+    },
+    /// Remove a deployment.
+    Rm {
+        /// The tenant.
+        tenant: String,
+        /// The deployment's name.
+        name: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum SecretCommand {
+    /// Store a secret, sealed at rest.
+    Set {
+        /// The tenant.
+        tenant: String,
+        /// The secret's name (e.g. webhook:home, mqtt:house).
+        name: String,
+        /// The value (prefer the environment variable: it stays out of
+        /// the shell's history).
+        #[arg(long, env = "PILOTAGE_SECRET_VALUE", hide_env_values = true)]
+        value: String,
+    },
+    /// List a tenant's secret names (never their values).
+    Ls {
+        /// The tenant.
+        tenant: String,
+    },
+    /// Delete a secret.
+    Rm {
+        /// The tenant.
+        tenant: String,
+        /// The secret's name.
         name: String,
     },
 }
@@ -654,6 +728,8 @@ fn main() -> ExitCode {
         Command::Tenant(args) => runtime().and_then(|rt| rt.block_on(tenant_command(args))),
         Command::Catalog(args) => runtime().and_then(|rt| rt.block_on(catalog_command(args))),
         Command::Datasource(args) => runtime().and_then(|rt| rt.block_on(datasource_command(args))),
+        Command::Deployment(args) => runtime().and_then(|rt| rt.block_on(deployment_command(args))),
+        Command::Secret(args) => runtime().and_then(|rt| rt.block_on(secret_command(args))),
         Command::Client(args) => runtime().and_then(|rt| rt.block_on(client(args))),
         Command::Conformance(args) => runtime().and_then(|rt| rt.block_on(conformance(args))),
     };
@@ -951,6 +1027,50 @@ async fn datasource_command(args: AdminArgs<DatasourceCommand>) -> Result<ExitCo
         }
         DatasourceCommand::Rm { tenant, name } => {
             client.send(reqwest::Method::DELETE, &format!("/tenants/{tenant}/data-sources/{name}"), None, "").await?
+        }
+    };
+    if !value.is_null() {
+        print_json(&value)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn deployment_command(args: AdminArgs<DeploymentCommand>) -> Result<ExitCode> {
+    let client = AdminClient::new(&args.server, args.admin_token.as_deref());
+    let (method, path) = match args.command {
+        DeploymentCommand::Ls { tenant } => (reqwest::Method::GET, format!("/tenants/{tenant}/deployments")),
+        DeploymentCommand::Get { tenant, name, firings } => {
+            (reqwest::Method::GET, format!("/tenants/{tenant}/deployments/{name}?firings={firings}"))
+        }
+        DeploymentCommand::Disable { tenant, name } => {
+            (reqwest::Method::POST, format!("/tenants/{tenant}/deployments/{name}/disable"))
+        }
+        DeploymentCommand::Enable { tenant, name } => {
+            (reqwest::Method::POST, format!("/tenants/{tenant}/deployments/{name}/enable"))
+        }
+        DeploymentCommand::Rm { tenant, name } => {
+            (reqwest::Method::DELETE, format!("/tenants/{tenant}/deployments/{name}"))
+        }
+    };
+    let value = client.send(method, &path, None, "").await?;
+    if !value.is_null() {
+        print_json(&value)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn secret_command(args: AdminArgs<SecretCommand>) -> Result<ExitCode> {
+    let client = AdminClient::new(&args.server, args.admin_token.as_deref());
+    let value = match args.command {
+        SecretCommand::Set { tenant, name, value } => {
+            let body = serde_json::json!({"value": value});
+            client.json(reqwest::Method::PUT, &format!("/tenants/{tenant}/secrets/{name}"), &body).await?
+        }
+        SecretCommand::Ls { tenant } => {
+            client.send(reqwest::Method::GET, &format!("/tenants/{tenant}/secrets"), None, "").await?
+        }
+        SecretCommand::Rm { tenant, name } => {
+            client.send(reqwest::Method::DELETE, &format!("/tenants/{tenant}/secrets/{name}"), None, "").await?
         }
     };
     if !value.is_null() {

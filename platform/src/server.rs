@@ -442,6 +442,11 @@ pub async fn start(settings: Settings) -> Result<Server, StartError> {
         tokio::time::sleep(ANSWER_LINGER).await;
         sessions.cancel();
     }));
+    // Agents see their tenant's deployments as catalog entries: publish
+    // the stored ones (every tenant is loaded by now, the dev tenant too).
+    for tenant in platform.tenants() {
+        crate::deploy::publish_all(&platform, &tenant).await.map_err(StartError::Demo)?;
+    }
     let limits = crate::http::connections::ConnectionLimits::from_settings(&settings);
     let mut metrics_addr = None;
     if let Some(metrics_listen) = settings.metrics_listen {

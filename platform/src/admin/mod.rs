@@ -14,6 +14,7 @@
 
 pub mod admission;
 pub mod data_sources;
+mod deployments;
 pub mod openapi;
 
 use std::sync::Arc;
@@ -734,14 +735,38 @@ async fn secrets_put(
 ) -> ApiResult {
     admin.may(&tenant)?;
     live_tenant(&state, &tenant).await?;
-    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
-        return Err(ApiError::field("name", "letters, digits, '_' and '-'"));
-    }
+    check_secret_name(&name)?;
     let request: SecretBody = parse_json(&body)?;
+    if name.starts_with(crate::deploy::MQTT_SECRET_PREFIX) {
+        crate::deploy::mqtt::BrokerSecret::parse(&request.value).map_err(|e| ApiError::field("value", e))?;
+    }
     let (nonce, sealed) = state.platform.secrets().seal(&tenant, &name, &request.value);
     state.platform.store().secret_put(&tenant, &name, &nonce, &sealed, now_ms()).await?;
     audit(&state, &admin, "secret.put", &format!("{tenant}/{name}"), json!({})).await;
     Ok(Json(json!({"name": name})).into_response())
+}
+
+/// A secret's name: letters, digits, '_' and '-', or one of the
+/// deployment runtime's prefixed names `webhook:<source>` (a webhook
+/// source's signing key) and `mqtt:<broker>` (a broker's URL and
+/// credentials, JSON) with such a name after the prefix. Other prefixed
+/// names (`data-source:…`) belong to the platform and are never set here.
+fn check_secret_name(name: &str) -> Result<(), ApiError> {
+    let plain = |text: &str| {
+        !text.is_empty() && text.len() <= 128 && text.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    };
+    let rest = name
+        .strip_prefix(crate::deploy::WEBHOOK_SECRET_PREFIX)
+        .or_else(|| name.strip_prefix(crate::deploy::MQTT_SECRET_PREFIX))
+        .unwrap_or(name);
+    if plain(rest) {
+        Ok(())
+    } else {
+        Err(ApiError::field(
+            "name",
+            "letters, digits, '_' and '-', optionally after 'webhook:' (a webhook source's key) or 'mqtt:' (a broker)",
+        ))
+    }
 }
 
 async fn secrets_list(
@@ -866,6 +891,10 @@ pub fn router(state: AdminState) -> Router {
         .route("/tenants/{tenant}/data-sources/{name}/refresh", post(data_sources::refresh))
         .route("/tenants/{tenant}/secrets", get(secrets_list))
         .route("/tenants/{tenant}/secrets/{name}", put(secrets_put).delete(secrets_delete))
+        .route("/tenants/{tenant}/deployments", get(deployments::list))
+        .route("/tenants/{tenant}/deployments/{name}", get(deployments::get).delete(deployments::delete))
+        .route("/tenants/{tenant}/deployments/{name}/disable", post(deployments::disable))
+        .route("/tenants/{tenant}/deployments/{name}/enable", post(deployments::enable))
         .route("/tenants/{tenant}/runs", get(runs_list))
         .route("/tenants/{tenant}/runs/{run_id}", get(runs_get))
         .route("/audit", get(audit_list))
@@ -998,6 +1027,7 @@ pub async fn load_tenant(platform: &Platform, id: &str) -> Result<(), String> {
     }
     let promoted = store.promoted_of_tenant(id).await.map_err(|e| e.to_string())?;
     crate::operations::promote::restore(&tenant, promoted)?;
+    crate::deploy::publish_all(platform, &tenant).await?;
     platform.sessions().notify_tools_changed(id).await;
     Ok(())
 }

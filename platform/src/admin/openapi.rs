@@ -41,7 +41,7 @@ pub fn document() -> Value {
         "info": {
             "title": "Pilotage Platform admin API",
             "version": "1",
-            "description": "Tenants, Language components, catalog entries, data sources, secrets, runs and the audit log. Authenticate with the operator token or a bearer token holding pilotage:admin (every tenant) or pilotage:tenant-admin (its own tenant). Errors are {\"error\": {\"code\", \"message\", \"field\"?, \"findings\"?}}. The credential is checked before any body is read; a JSON body larger than admin_max_body_bytes (default 4 MiB), or an upload larger than max_component_bytes (default 32 MiB), is refused with 413 body_too_large."
+            "description": "Tenants, Language components, catalog entries, data sources, secrets, deployments, runs and the audit log. Authenticate with the operator token or a bearer token holding pilotage:admin (every tenant) or pilotage:tenant-admin (its own tenant). Errors are {\"error\": {\"code\", \"message\", \"field\"?, \"findings\"?}}. The credential is checked before any body is read; a JSON body larger than admin_max_body_bytes (default 4 MiB), or an upload larger than max_component_bytes (default 32 MiB), is refused with 413 body_too_large."
         },
         "servers": [{"url": "/admin/v1"}],
         "components": {
@@ -136,8 +136,21 @@ pub fn document() -> Value {
                 "get": op("List secret names (values are never returned)", &with(&[("200", "the names")]), None, &["tenant"])
             },
             "/tenants/{tenant}/secrets/{name}": {
-                "put": op("Store a secret, encrypted at rest", &with(&[("200", "stored")]), json_body("Secret"), &["tenant", "name"]),
+                "put": op("Store a secret, encrypted at rest. Names: letters, digits, _ and -; webhook:<source> is a webhook source's signing key, mqtt:<broker> an MQTT broker's {\"url\", \"username\"?, \"password\"?} (checked)", &with(&[("200", "stored")]), json_body("Secret"), &["tenant", "name"]),
                 "delete": op("Delete a secret", &with(&[("204", "deleted")]), None, &["tenant", "name"])
+            },
+            "/tenants/{tenant}/deployments": {
+                "get": op("List deployed programs (deployed by agents through execute with mode \"deploy\")", &with(&[("200", "the deployments")]), None, &["tenant"])
+            },
+            "/tenants/{tenant}/deployments/{name}": {
+                "get": op("Get a deployment with its body and latest firings (?firings=, default 20), each with its run_id and outcome status", &with(&[("200", "the deployment"), ("404", "no such deployment")]), None, &["tenant", "name"]),
+                "delete": op("Remove a deployment; its firings' Runs stay until their retention ends", &with(&[("204", "removed"), ("404", "no such deployment")]), None, &["tenant", "name"])
+            },
+            "/tenants/{tenant}/deployments/{name}/disable": {
+                "post": op("Stop a deployment's triggers", &with(&[("200", "the deployment, disabled"), ("404", "no such deployment")]), None, &["tenant", "name"])
+            },
+            "/tenants/{tenant}/deployments/{name}/enable": {
+                "post": op("Resume a deployment's triggers; schedule ticks missed while disabled never fire", &with(&[("200", "the deployment, enabled"), ("404", "no such deployment")]), None, &["tenant", "name"])
             },
             "/tenants/{tenant}/runs": {
                 "get": op("List stored runs (?subject=&language=&limit=)", &with(&[("200", "the runs")]), None, &["tenant"])
@@ -164,6 +177,7 @@ mod tests {
             "/tenants/{tenant}/secrets/{name}",
             "/tenants/{tenant}/data-sources/{name}",
             "/tenants/{tenant}/data-sources/{name}/refresh",
+            "/tenants/{tenant}/deployments/{name}/disable",
             "/audit",
         ] {
             assert!(document["paths"].get(path).is_some(), "{path} is undocumented");

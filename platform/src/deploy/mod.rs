@@ -16,8 +16,9 @@
 //!   against the current catalog; it is retained and its trace fetchable by
 //!   `run_id`.
 //! - Operators list, disable, enable and remove deployments through the
-//!   admin API and CLI; agents see their tenant's deployments as catalog
-//!   entries of kind [`DEPLOYMENT_KIND`].
+//!   admin API and CLI (`admin::deployments`); agents see their tenant's
+//!   deployments as catalog entries (id [`entry_id`], kind [`entry_kind`],
+//!   not callable, carrying the body's risk), kept by [`publish`].
 
 pub mod clock;
 pub mod mqtt;
@@ -38,9 +39,18 @@ use crate::protocol::risk::RiskHints;
 use crate::service::{LanguageSlot, Platform};
 use crate::store::DeploymentRow;
 
-/// The catalog entry kind under which an agent sees its tenant's
-/// deployments (not callable; `risk` is the body plan's).
-pub const DEPLOYMENT_KIND: &str = "deployment";
+/// The catalog entry id under which agents see deployment `name`.
+pub fn entry_id(name: &str) -> String {
+    format!("deployment:{name}")
+}
+
+/// The catalog entry kind of a deployment of Language `language`
+/// (`family/version`): `<family>_deployment`, engine-defined per family as
+/// promoted programs' `<family>_program` is (Part II §5.4: an entry's kind
+/// belongs to its Language's kind set). Not callable.
+pub fn entry_kind(language: &str) -> String {
+    format!("{}_deployment", language.split('/').next().unwrap_or(language))
+}
 
 /// The prefix of a webhook source's secret: the operator stores the
 /// source's signing key as the tenant secret `webhook:<source>`.
@@ -168,6 +178,130 @@ impl Deployment {
             "next_due": self.row.next_due.map(rfc3339),
         })
     }
+}
+
+impl Deployment {
+    /// The catalog entry agents see (Part II §5.4). Its fields change only
+    /// when the deployment is replaced, enabled or disabled — never per
+    /// firing — so `catalog_version` does not move with the clock. It is
+    /// visible to a caller who may see every entry the body references
+    /// (their visibility scopes, read from `catalog` now; a reference that
+    /// no longer exists adds none, and its firing refuses on drift).
+    pub fn catalog_entry(&self, catalog: &crate::catalog::TenantCatalog) -> crate::catalog::StoredEntry {
+        let row = &self.row;
+        let mut visibility: Vec<String> =
+            self.baseline.keys().filter_map(|id| catalog.stored(id)).flat_map(|s| s.visibility.clone()).collect();
+        visibility.sort();
+        visibility.dedup();
+        let triggers: Vec<String> = self.triggers.iter().map(Trigger::describe).collect();
+        let state = if row.enabled { "enabled" } else { "disabled" };
+        let mut tags = vec!["deployment".to_owned(), state.to_owned()];
+        for trigger in &self.triggers {
+            let kind = trigger.kind().to_owned();
+            if !tags.contains(&kind) {
+                tags.push(kind);
+            }
+        }
+        let entry = crate::protocol::catalog::CatalogEntry {
+            id: entry_id(&row.name),
+            kind: entry_kind(&row.language),
+            name: row.name.clone(),
+            description: Some(format!(
+                "Deployed {} program, version {}, {state}; fires {}; runs as {}.",
+                row.language,
+                row.version,
+                triggers.join(" or "),
+                row.subject
+            )),
+            input_schema: None,
+            output_schema: None,
+            risk: row.risk.clone(),
+            // A row that does not decode claims the most risk (Part II §5.3:
+            // hints are never less restrictive than the body).
+            risk_hints: serde_json::from_str(&row.risk_hints).unwrap_or(RiskHints {
+                read_only: false,
+                destructive: true,
+                open_world: true,
+            }),
+            tags,
+            languages: Some(vec![row.language.clone()]),
+            revision: Some(format!("{}", row.version)),
+        };
+        crate::catalog::StoredEntry::new(entry, visibility, None)
+    }
+}
+
+impl Trigger {
+    /// `schedule`, `webhook` or `mqtt`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Trigger::Schedule { .. } => "schedule",
+            Trigger::Webhook { .. } => "webhook",
+            Trigger::Mqtt { .. } => "mqtt",
+        }
+    }
+
+    /// A short human description ("on schedule '0 22 * * *' in
+    /// Europe/Paris").
+    pub fn describe(&self) -> String {
+        match self {
+            Trigger::Schedule { cron, time_zone } => format!("on schedule '{cron}' in {time_zone}"),
+            Trigger::Webhook { source } => format!("on webhook events from '{source}'"),
+            Trigger::Mqtt { broker, topic } => format!("on MQTT messages on '{topic}' at broker '{broker}'"),
+        }
+    }
+}
+
+/// Makes `tenant`'s catalog in this replica show deployment `name` as the
+/// store holds it: its entry put, replaced, or removed when it is gone.
+/// Called after every install, enable, disable and remove here, and for a
+/// change another replica announces (`fleet::changes`).
+///
+/// # Errors
+/// A message when the store fails or the row does not decode.
+pub async fn publish(platform: &Platform, tenant: &crate::service::Tenant, name: &str) -> Result<(), String> {
+    let row = platform.store().deployment_get(&tenant.id, name).await.map_err(|e| e.to_string())?;
+    match row {
+        Some(row) => {
+            let deployment = Deployment::from_row(row)?;
+            tenant.with_catalog(|catalog| {
+                let entry = deployment.catalog_entry(catalog);
+                catalog.apply(vec![entry], &[])
+            });
+        }
+        None => {
+            tenant.with_catalog(|catalog| catalog.apply(Vec::new(), &[entry_id(name)]));
+        }
+    }
+    Ok(())
+}
+
+/// Publishes every stored deployment of `tenant` (at start, or when a
+/// replica loads a tenant); returns how many.
+///
+/// # Errors
+/// A message when the store fails.
+pub async fn publish_all(platform: &Platform, tenant: &crate::service::Tenant) -> Result<usize, String> {
+    let deployments = of_tenant(platform, &tenant.id).await?;
+    let count = deployments.len();
+    tenant.with_catalog(|catalog| {
+        let entries: Vec<_> = deployments.iter().map(|deployment| deployment.catalog_entry(catalog)).collect();
+        catalog.apply(entries, &[])
+    });
+    Ok(count)
+}
+
+/// Tells this replica's catalog and the other replicas that deployment
+/// `name` of `tenant` changed in the store.
+async fn changed(platform: &Platform, tenant: &str, name: &str) {
+    platform.deployments().changed();
+    if let Some(live) = platform.tenant(tenant)
+        && let Err(error) = publish(platform, &live, name).await
+    {
+        tracing::error!(%tenant, deployment = %name, %error, "cannot publish a deployment's catalog entry");
+    }
+    let change = crate::fleet::changes::Change::Deployment { tenant: tenant.to_owned(), name: name.to_owned() };
+    crate::fleet::changes::announce(platform, vec![change]).await;
 }
 
 /// `ms` since the Unix epoch as an RFC 3339 UTC instant with milliseconds.
@@ -303,7 +437,7 @@ pub async fn install(
         next_due: next,
     };
     let version = store.deployment_put(&row).await.map_err(|e| format!("the store failed: {e}"))?;
-    platform.deployments().changed();
+    changed(platform, &principal.tenant, &name).await;
     Ok(Installed { name, version, triggers, next_due: next })
 }
 
@@ -339,7 +473,7 @@ pub async fn set_enabled(platform: &Platform, tenant: &str, name: &str, enabled:
     let deployment = Deployment::from_row(row)?;
     let next = if enabled { next_due(&deployment.schedules(), platform.deployments().clock().now_ms()) } else { None };
     let done = store.deployment_set_enabled(tenant, name, enabled, next, now_ms()).await.map_err(|e| e.to_string())?;
-    platform.deployments().changed();
+    changed(platform, tenant, name).await;
     Ok(done)
 }
 
@@ -349,6 +483,6 @@ pub async fn set_enabled(platform: &Platform, tenant: &str, name: &str, enabled:
 /// A message when the store fails.
 pub async fn remove(platform: &Platform, tenant: &str, name: &str) -> Result<bool, String> {
     let done = platform.store().deployment_delete(tenant, name).await.map_err(|e| e.to_string())?;
-    platform.deployments().changed();
+    changed(platform, tenant, name).await;
     Ok(done)
 }

@@ -161,20 +161,55 @@ impl Subscriptions {
     }
 }
 
-async fn connect(platform: &Platform, tenant: &str, broker: &str) -> Result<Connection, String> {
-    let config = platform.secret_value(tenant, &format!("{MQTT_SECRET_PREFIX}{broker}")).await?;
-    let config: Value = serde_json::from_str(&config).map_err(|e| {
-        format!("the secret {MQTT_SECRET_PREFIX}{broker} is not JSON {{\"url\", \"username\"?, \"password\"?}}: {e}")
-    })?;
-    let url = config["url"].as_str().ok_or("the broker secret has no \"url\"")?;
-    let client_id = format!("pilotage-{}-{}", &platform.leases().instance_id(), hex::encode(rand::random::<[u8; 4]>()));
-    let separator = if url.contains('?') { '&' } else { '?' };
-    let mut options = MqttOptions::parse_url(format!("{url}{separator}client_id={client_id}"))
-        .map_err(|e| format!("'{url}' is not an MQTT URL (mqtt://host:port): {e}"))?;
-    options.set_keep_alive(Duration::from_secs(30));
-    if let Some(username) = config["username"].as_str() {
-        options.set_credentials(username, config["password"].as_str().unwrap_or_default());
+/// The tenant secret `mqtt:<broker>`: `{"url": "mqtt://host:port",
+/// "username"?, "password"?}` (the admin API checks it when it is stored).
+#[derive(Debug)]
+pub struct BrokerSecret {
+    /// The broker's URL (`mqtt://` or `mqtts://`).
+    pub url: String,
+    /// The user name, when the broker wants credentials.
+    pub username: Option<String>,
+    /// The password (empty when absent).
+    pub password: String,
+}
+
+impl BrokerSecret {
+    /// Parses and checks a secret's value.
+    ///
+    /// # Errors
+    /// A message saying what is wrong: not JSON, no `url`, a URL rumqttc
+    /// does not accept.
+    pub fn parse(value: &str) -> Result<BrokerSecret, String> {
+        let config: Value = serde_json::from_str(value)
+            .map_err(|e| format!("an MQTT broker secret is JSON {{\"url\", \"username\"?, \"password\"?}}: {e}"))?;
+        let url = config["url"].as_str().ok_or("the broker secret has no \"url\"")?.to_owned();
+        let secret = BrokerSecret {
+            url,
+            username: config["username"].as_str().map(str::to_owned),
+            password: config["password"].as_str().unwrap_or_default().to_owned(),
+        };
+        secret.options("pilotage-check")?;
+        Ok(secret)
     }
+
+    /// rumqttc's options for a client named `client_id`.
+    fn options(&self, client_id: &str) -> Result<MqttOptions, String> {
+        let url = &self.url;
+        let separator = if url.contains('?') { '&' } else { '?' };
+        let mut options = MqttOptions::parse_url(format!("{url}{separator}client_id={client_id}"))
+            .map_err(|e| format!("'{url}' is not an MQTT URL (mqtt://host:port): {e}"))?;
+        options.set_keep_alive(Duration::from_secs(30));
+        if let Some(username) = &self.username {
+            options.set_credentials(username, &self.password);
+        }
+        Ok(options)
+    }
+}
+
+async fn connect(platform: &Platform, tenant: &str, broker: &str) -> Result<Connection, String> {
+    let secret = BrokerSecret::parse(&platform.secret_value(tenant, &format!("{MQTT_SECRET_PREFIX}{broker}")).await?)?;
+    let client_id = format!("pilotage-{}-{}", &platform.leases().instance_id(), hex::encode(rand::random::<[u8; 4]>()));
+    let options = secret.options(&client_id)?;
     let (client, mut events) = AsyncClient::new(options, 64);
     let filters: Arc<Mutex<BTreeSet<String>>> = Arc::default();
     let task = {
@@ -231,7 +266,7 @@ async fn deliver(platform: &Platform, tenant: &str, broker: &str, topic: &str, p
             matches!(trigger, Trigger::Mqtt { broker: b, topic: filter } if b == broker && matches(filter, topic))
         });
         if let Some(trigger) = trigger {
-            super::runtime::fire(platform, deployment, &instance, Some(trigger.clone()), event.clone(), at).await;
+            super::runtime::fire(platform, deployment, &instance, Some(trigger.clone()), event.clone(), at, at).await;
         }
     }
 }

@@ -148,15 +148,18 @@ async fn take_tick(platform: Platform, row: crate::store::DeploymentRow, now: i6
         event["late"] = Value::Bool(true);
     }
     let clock = platform.deployments().clock().now_ms();
-    fire(&platform, &deployment, &format!("schedule:{tick}"), trigger, event, clock).await;
+    fire(&platform, &deployment, &format!("schedule:{tick}"), trigger, event, clock, tick).await;
 }
 
 /// Fires `deployment` for one trigger instance (`schedule:<tick>`,
 /// `webhook:<delivery>`, `mqtt:<message>`): claims the instance, checks
 /// the `max_firings_per_minute` quota, and runs the body as the deployer
-/// (`operations::execute::fire`). Returns the firing's `run_id`, or none
-/// when the instance was already claimed, the quota refused it, or the
-/// deployment's tenant or Language is gone (logged).
+/// (`operations::execute::fire`) with `at_ms` as its clock. `since_ms` is
+/// when the instance happened on the deployments' clock (a tick's due
+/// time, an event's receipt), for the `pilotage_firing_delay_seconds`
+/// metric. Returns the firing's `run_id`, or none when the instance was
+/// already claimed, the quota refused it, or the deployment's tenant or
+/// Language is gone (logged and counted).
 pub async fn fire(
     platform: &Platform,
     deployment: &Deployment,
@@ -164,15 +167,22 @@ pub async fn fire(
     trigger: Option<Trigger>,
     event: Value,
     at_ms: i64,
+    since_ms: i64,
 ) -> Option<String> {
     let row = &deployment.row;
     let store = platform.store();
-    let tenant = platform.tenant(&row.tenant)?;
+    let metrics = platform.engine().metrics();
+    let kind = trigger.as_ref().map_or("schedule", Trigger::kind);
+    let Some(tenant) = platform.tenant(&row.tenant) else {
+        metrics.firing(kind, "not_run", None);
+        return None;
+    };
     let now = crate::operations::now_ms();
     let limit = i64::from(tenant.quotas().max_firings_per_minute);
     match store.firings_since(&row.tenant, &row.name, now - 60_000).await {
         Ok(count) if count >= limit => {
             tracing::warn!(tenant = %row.tenant, deployment = %row.name, %instance, limit, "quota max_firings_per_minute reached: firing dropped");
+            metrics.firing(kind, "dropped", None);
             return None;
         }
         Ok(_) => {}
@@ -201,6 +211,7 @@ pub async fn fire(
     }
     let Some(slot) = tenant.language(&row.language) else {
         tracing::error!(tenant = %row.tenant, deployment = %row.name, language = %row.language, "the deployment's Language is no longer installed: nothing ran");
+        metrics.firing(kind, "not_run", None);
         return None;
     };
     let context = Context {
@@ -216,13 +227,17 @@ pub async fn fire(
         tenant,
     };
     let input = json!({"trigger": trigger, "event": event, "at": rfc3339(at_ms)});
+    let delay = u64::try_from(platform.deployments().clock().now_ms() - since_ms).unwrap_or(0);
+    let delay = Some(std::time::Duration::from_millis(delay));
     match crate::operations::execute::fire(&context, &slot, deployment, input, at_ms, &run_id).await {
         Ok(response) => {
             tracing::info!(tenant = %row.tenant, deployment = %row.name, %instance, %run_id, status = %response.outcome.status, "deployment fired");
+            metrics.firing(kind, if response.outcome.ok { "ok" } else { "failed" }, delay);
             Some(run_id)
         }
         Err(error) => {
             tracing::error!(tenant = %row.tenant, deployment = %row.name, %instance, %run_id, error = ?error, "a firing could not run");
+            metrics.firing(kind, "not_run", delay);
             Some(run_id)
         }
     }

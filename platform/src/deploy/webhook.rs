@@ -74,17 +74,37 @@ async fn deliver(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let (result, response) = receive(&platform, &tenant, &source, &headers, &body).await;
+    platform.engine().metrics().webhook_delivery(result);
+    response
+}
+
+/// Checks and accepts one delivery; the first member is the
+/// `pilotage_webhook_deliveries_total` result.
+async fn receive(
+    platform: &Platform,
+    tenant: &str,
+    source: &str,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> (&'static str, Response) {
+    let (tenant, source) = (tenant.to_owned(), source.to_owned());
     let received_ms = crate::operations::now_ms();
-    let unknown = || refuse(StatusCode::NOT_FOUND, format!("no webhook source '{source}' in tenant '{tenant}'"));
+    let unknown = || {
+        ("unknown_source", refuse(StatusCode::NOT_FOUND, format!("no webhook source '{source}' in tenant '{tenant}'")))
+    };
     if platform.tenant(&tenant).is_none_or(|t| t.is_disabled()) {
         return unknown();
     }
     let header = |name: &str| headers.get(name).and_then(|value| value.to_str().ok()).map(str::to_owned);
     let (Some(timestamp), Some(signature)) = (header(TIMESTAMP_HEADER), header(SIGNATURE_HEADER)) else {
-        return refuse(
-            StatusCode::UNAUTHORIZED,
-            format!(
-                "a delivery carries {TIMESTAMP_HEADER} (Unix seconds) and {SIGNATURE_HEADER} (sha256=HMAC of '<timestamp>.<body>')"
+        return (
+            "unauthorized",
+            refuse(
+                StatusCode::UNAUTHORIZED,
+                format!(
+                    "a delivery carries {TIMESTAMP_HEADER} (Unix seconds) and {SIGNATURE_HEADER} (sha256=HMAC of '<timestamp>.<body>')"
+                ),
             ),
         );
     };
@@ -92,35 +112,42 @@ async fn deliver(
         Ok(key) => key,
         Err(_) => return unknown(),
     };
-    if !verify(key.as_bytes(), &timestamp, &body, &signature) {
-        return refuse(StatusCode::UNAUTHORIZED, "the signature does not match this source's key");
+    if !verify(key.as_bytes(), &timestamp, body, &signature) {
+        return ("unauthorized", refuse(StatusCode::UNAUTHORIZED, "the signature does not match this source's key"));
     }
     let Ok(sent) = timestamp.parse::<i64>() else {
-        return refuse(StatusCode::UNAUTHORIZED, format!("{TIMESTAMP_HEADER} is not Unix seconds"));
+        return ("unauthorized", refuse(StatusCode::UNAUTHORIZED, format!("{TIMESTAMP_HEADER} is not Unix seconds")));
     };
     if (received_ms / 1000 - sent).abs() > TOLERANCE_SECONDS {
-        return refuse(
-            StatusCode::UNAUTHORIZED,
-            format!("the delivery is stale: sent at {sent}, more than {TOLERANCE_SECONDS} s from the server's clock"),
+        return (
+            "stale",
+            refuse(
+                StatusCode::UNAUTHORIZED,
+                format!(
+                    "the delivery is stale: sent at {sent}, more than {TOLERANCE_SECONDS} s from the server's clock"
+                ),
+            ),
         );
     }
-    let event: Value = match serde_json::from_slice(&body) {
+    let event: Value = match serde_json::from_slice(body) {
         Ok(event) => event,
-        Err(error) => return refuse(StatusCode::BAD_REQUEST, format!("the body is not JSON: {error}")),
+        Err(error) => return ("malformed", refuse(StatusCode::BAD_REQUEST, format!("the body is not JSON: {error}"))),
     };
     match platform.store().delivery_claim(&tenant, &source, &signature, received_ms).await {
         Ok(true) => {}
-        Ok(false) => return refuse(StatusCode::CONFLICT, "this delivery was already received (a replay)"),
+        Ok(false) => {
+            return ("replayed", refuse(StatusCode::CONFLICT, "this delivery was already received (a replay)"));
+        }
         Err(error) => {
             tracing::error!(%error, "cannot record a webhook delivery");
-            return refuse(StatusCode::SERVICE_UNAVAILABLE, "the server's storage failed; retry");
+            return ("unavailable", refuse(StatusCode::SERVICE_UNAVAILABLE, "the server's storage failed; retry"));
         }
     }
-    let deployments = match of_tenant(&platform, &tenant).await {
+    let deployments = match of_tenant(platform, &tenant).await {
         Ok(deployments) => deployments,
         Err(error) => {
             tracing::error!(%error, "cannot read deployments");
-            return refuse(StatusCode::SERVICE_UNAVAILABLE, "the server's storage failed; retry");
+            return ("unavailable", refuse(StatusCode::SERVICE_UNAVAILABLE, "the server's storage failed; retry"));
         }
     };
     let trigger = Trigger::Webhook { source: source.clone() };
@@ -133,10 +160,10 @@ async fn deliver(
         let platform = platform.clone();
         let (delivery, trigger, event) = (delivery.clone(), trigger.clone(), event.clone());
         tokio::spawn(async move {
-            super::runtime::fire(&platform, &deployment, &delivery, Some(trigger), event, at).await;
+            super::runtime::fire(&platform, &deployment, &delivery, Some(trigger), event, at, at).await;
         });
     }
-    (StatusCode::ACCEPTED, Json(json!({"delivery": delivery, "fires": names}))).into_response()
+    ("accepted", (StatusCode::ACCEPTED, Json(json!({"delivery": delivery, "fires": names}))).into_response())
 }
 
 #[cfg(test)]

@@ -79,6 +79,15 @@ pub enum Change {
         /// Its content-derived reference.
         program_ref: String,
     },
+    /// One deployment (Part II §6.5.7): installed, replaced, enabled,
+    /// disabled or removed. Firing reads the store, so applying it only
+    /// refreshes the agents' catalog entry and wakes the scheduler.
+    Deployment {
+        /// The tenant.
+        tenant: String,
+        /// The deployment's name.
+        name: String,
+    },
 }
 
 impl Change {
@@ -89,7 +98,8 @@ impl Change {
             | Change::Language { tenant, .. }
             | Change::CatalogEntry { tenant, .. }
             | Change::DataSource { tenant, .. }
-            | Change::Promoted { tenant, .. } => tenant,
+            | Change::Promoted { tenant, .. }
+            | Change::Deployment { tenant, .. } => tenant,
         }
     }
 
@@ -101,6 +111,7 @@ impl Change {
             Change::CatalogEntry { id, .. } => ("catalog_entry", id.as_str()),
             Change::DataSource { name, .. } => ("data_source", name.as_str()),
             Change::Promoted { program_ref, .. } => ("promoted", program_ref.as_str()),
+            Change::Deployment { name, .. } => ("deployment", name.as_str()),
         };
         (self.tenant().to_owned(), kind.to_owned(), name.to_owned())
     }
@@ -116,6 +127,7 @@ impl Change {
             "catalog_entry" => Change::CatalogEntry { tenant, id: name },
             "data_source" => Change::DataSource { tenant, name },
             "promoted" => Change::Promoted { tenant, program_ref: name },
+            "deployment" => Change::Deployment { tenant, name },
             _ => return None,
         })
     }
@@ -224,6 +236,10 @@ pub async fn apply(platform: &Platform, change: &Change) -> Result<(), String> {
                 crate::operations::promote::restore(&live, rows)?;
             }
         }
+        Change::Deployment { name, .. } => {
+            crate::deploy::publish(platform, &live, name).await?;
+            platform.deployments().changed();
+        }
     }
     Ok(())
 }
@@ -264,6 +280,11 @@ pub async fn reconcile_all(platform: &Platform) -> Result<usize, String> {
     }
     for row in store.promoted_all().await.map_err(|e| e.to_string())? {
         changes.push(Change::Promoted { tenant: row.tenant, program_ref: row.program_ref });
+    }
+    for tenant in platform.tenants() {
+        if let Err(error) = crate::deploy::publish_all(platform, &tenant).await {
+            tracing::warn!(tenant = %tenant.id, %error, "deployments could not be published");
+        }
     }
     for change in &changes {
         if let Err(error) = apply(platform, change).await {

@@ -50,7 +50,8 @@ impl MetricsEndpoint {
 
 /// The handler: 401 with `WWW-Authenticate: Bearer` when a token is
 /// required and not presented; else the exposition, with the gauges read
-/// now (open sessions and subscriptions, tenants).
+/// now (open sessions and subscriptions, tenants, enabled deployments,
+/// MQTT subscriptions).
 pub async fn metrics_get(State(endpoint): State<MetricsEndpoint>, headers: HeaderMap) -> Response {
     if !endpoint.admits(&headers) {
         let mut response =
@@ -62,6 +63,8 @@ pub async fn metrics_get(State(endpoint): State<MetricsEndpoint>, headers: Heade
     let (sessions, subscriptions) = platform.sessions().counts();
     let metrics = platform.engine().metrics();
     metrics.set_gauges(sessions, subscriptions, platform.tenants().len());
+    let deployments = platform.store().deployments_enabled_count().await.unwrap_or_default();
+    metrics.set_deployment_gauges(deployments, platform.deployments().mqtt.held().await.len());
     ([(header::CONTENT_TYPE, HeaderValue::from_static(TEXT_CONTENT_TYPE))], metrics.encode()).into_response()
 }
 

@@ -197,6 +197,16 @@ impl Store {
         Ok(row.try_get("n")?)
     }
 
+    /// Enabled deployments of every tenant (the `pilotage_deployments`
+    /// gauge).
+    ///
+    /// # Errors
+    /// [`StoreError`] when the read fails.
+    pub async fn deployments_enabled_count(&self) -> Result<i64, StoreError> {
+        let row = sqlx::query("SELECT COUNT(*) AS n FROM deployments WHERE enabled = 1").fetch_one(&self.pool).await?;
+        Ok(row.try_get("n")?)
+    }
+
     /// Enables or disables a deployment, setting its next tick; false when
     /// it does not exist.
     ///

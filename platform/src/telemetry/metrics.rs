@@ -15,8 +15,10 @@
 //! process; later ones are counted under [`OVERFLOW_LABEL`]. No metric is
 //! labelled by tenant, subject, session or run.
 //!
-//! Deployments and firings have no metrics: the platform runs no
-//! deployment runtime yet (issue 14).
+//! Deployments (Part II §6.5.7, `deploy`): firings by trigger kind
+//! (schedule, webhook, mqtt) and result, the delay from a trigger instance
+//! (a tick's due time, an event's receipt) to its Run, webhook deliveries
+//! by result, stored deployments and this replica's MQTT subscriptions.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -405,6 +407,11 @@ struct Inner {
     sessions_open: IntGauge,
     subscriptions_open: IntGauge,
     tenants: IntGauge,
+    firings: IntCounterVec,
+    firing_delay: HistogramVec,
+    webhook_deliveries: IntCounterVec,
+    deployments: IntGauge,
+    mqtt_subscriptions: IntGauge,
 }
 
 /// The platform's metrics. Cheap to clone (one shared registry); safe to
@@ -556,6 +563,31 @@ impl Metrics {
             "Open subscriptions/listen streams of clients without a session (2026-07-28).",
         )?;
         let tenants = gauge(&registry, "tenants", "Tenants this server serves.")?;
+        let firings = counters(
+            &registry,
+            "firings_total",
+            "Trigger instances of deployed programs this replica fired, by trigger (schedule, webhook, mqtt) and result (ok: the Run's outcome is ok; failed: it is not, catalog_drift included; dropped: the max_firings_per_minute quota; not_run: the tenant or Language is gone or the Run could not be made).",
+            &["trigger", "result"],
+        )?;
+        let firing_delay = histograms(
+            &registry,
+            "firing_delay_seconds",
+            "Time from a trigger instance (a schedule tick's due time on the deployments' clock, an event's receipt) to the start of its Run, by trigger.",
+            &["trigger"],
+        )?;
+        let webhook_deliveries = counters(
+            &registry,
+            "webhook_deliveries_total",
+            "Deliveries to /events/{tenant}/{source}, by result (accepted, unauthorized: unsigned or a signature that does not match, stale, replayed, unknown_source, malformed, unavailable).",
+            &["result"],
+        )?;
+        let deployments = gauge(
+            &registry,
+            "deployments",
+            "Enabled deployments in the store (fleet-wide: every replica reports the same).",
+        )?;
+        let mqtt_subscriptions =
+            gauge(&registry, "mqtt_subscriptions", "MQTT topic filters this replica subscribes to for deployments.")?;
         let methods = MCP_METHODS.iter().map(|&method| (method, request_handles(&families, method, ""))).collect();
         Ok(Metrics {
             inner: Arc::new(Inner {
@@ -576,6 +608,11 @@ impl Metrics {
                 sessions_open,
                 subscriptions_open,
                 tenants,
+                firings,
+                firing_delay,
+                webhook_deliveries,
+                deployments,
+                mqtt_subscriptions,
             }),
         })
     }
@@ -707,6 +744,36 @@ impl Metrics {
         self.inner.sessions_open.set(sessions_open as i64);
         self.inner.subscriptions_open.set(subscriptions_open as i64);
         self.inner.tenants.set(tenants as i64);
+    }
+
+    /// Counts one firing of a deployment: `trigger` is `schedule`,
+    /// `webhook` or `mqtt`; `result` one of `ok`, `failed`, `dropped`,
+    /// `not_run` (see the family's help). `delay`, when the Run started,
+    /// is the time since the trigger instance.
+    pub fn firing(&self, trigger: &'static str, result: &'static str, delay: Option<Duration>) {
+        if !self.is_enabled() {
+            return;
+        }
+        self.inner.firings.with_label_values(&[trigger, result]).inc();
+        if let Some(delay) = delay {
+            self.inner.firing_delay.with_label_values(&[trigger]).observe(delay.as_secs_f64());
+        }
+    }
+
+    /// Counts one webhook delivery by `result` (`accepted`,
+    /// `unauthorized`, `stale`, `replayed`, `unknown_source`, `malformed`,
+    /// `unavailable`).
+    pub fn webhook_delivery(&self, result: &'static str) {
+        if !self.is_enabled() {
+            return;
+        }
+        self.inner.webhook_deliveries.with_label_values(&[result]).inc();
+    }
+
+    /// Sets the deployment gauges read at scrape time.
+    pub fn set_deployment_gauges(&self, deployments: i64, mqtt_subscriptions: usize) {
+        self.inner.deployments.set(deployments);
+        self.inner.mqtt_subscriptions.set(mqtt_subscriptions as i64);
     }
 
     /// The exposition in the Prometheus text format 0.0.4 (media type

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use pilotage_platform::client::PilotageClient;
+use pilotage_platform::client::{Connection, PilotageClient};
 use serde_json::{Value, json};
 
 use crate::tenancy::{admin, two_tenants};
@@ -140,4 +140,325 @@ async fn deploy_fire_and_test_runs_that_stay_side_effect_free() {
     assert!(!refused.outcome.ok);
     assert!(refused.outcome.error.unwrap().contains("webhook:home"));
     assert!(server.platform.store().deployment_get("acme", "hooked").await.unwrap().is_none());
+}
+
+/// A mosquitto broker of the test's own on a free loopback port, stopped
+/// when dropped.
+struct Broker {
+    child: std::process::Child,
+    port: u16,
+    _dir: std::path::PathBuf,
+}
+
+impl Broker {
+    fn start() -> Broker {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let dir = std::env::temp_dir().join(crate::endpoint::unique("mosquitto"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let config = dir.join("mosquitto.conf");
+        std::fs::write(&config, format!("listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n"))
+            .unwrap();
+        let program =
+            if std::path::Path::new("/usr/sbin/mosquitto").exists() { "/usr/sbin/mosquitto" } else { "mosquitto" };
+        let child = std::process::Command::new(program)
+            .arg("-c")
+            .arg(&config)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("mosquitto (Debian package `mosquitto`; .ci/run installs it)");
+        for _ in 0..100 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Broker { child, port, _dir: dir };
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("mosquitto did not listen on {port}");
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Publishes one message with QoS 1 and waits for the broker's ack.
+async fn publish(port: u16, topic: &str, payload: &Value) {
+    let mut options = rumqttc::MqttOptions::new(crate::endpoint::unique("publisher"), "127.0.0.1", port);
+    options.set_keep_alive(Duration::from_secs(5));
+    let (client, mut events) = rumqttc::AsyncClient::new(options, 10);
+    client.publish(topic, rumqttc::QoS::AtLeastOnce, false, payload.to_string()).await.unwrap();
+    let acked = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            if let rumqttc::Event::Incoming(rumqttc::Packet::PubAck(_)) = events.poll().await.unwrap() {
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(acked.is_ok(), "the broker acknowledged the message");
+    let _ = client.disconnect().await;
+}
+
+/// A signed webhook delivery; returns the status and body.
+async fn deliver(
+    server: &pilotage_platform::server::Server,
+    source: &str,
+    key: &[u8],
+    sent: i64,
+    body: &Value,
+) -> (u16, Value) {
+    let body = body.to_string();
+    let signature = pilotage_platform::deploy::webhook::sign(key, sent, body.as_bytes());
+    let response = reqwest::Client::new()
+        .post(format!("http://{}/events/demo/{source}", server.addr))
+        .header("pilotage-timestamp", sent.to_string())
+        .header("pilotage-signature", signature)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+async fn firings(server: &pilotage_platform::server::Server, name: &str) -> Vec<pilotage_platform::store::FiringRow> {
+    server.platform.store().firings_of("demo", name, 100).await.unwrap()
+}
+
+/// Waits until `name` has `count` firings and their Runs are stored.
+async fn await_firings(
+    server: &pilotage_platform::server::Server,
+    name: &str,
+    count: usize,
+) -> Vec<pilotage_platform::store::FiringRow> {
+    for _ in 0..200 {
+        let seen = firings(server, name).await;
+        let mut stored = 0;
+        for firing in &seen {
+            if server.platform.store().run_get(&firing.run_id).await.unwrap().is_some() {
+                stored += 1;
+            }
+        }
+        if seen.len() >= count && stored == seen.len() {
+            return seen;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    firings(server, name).await
+}
+
+async fn dev_admin(
+    server: &pilotage_platform::server::Server,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    crate::tenancy::admin(server, method, path, body).await
+}
+
+/// Operating deployments and every trigger kind through the endpoint, on
+/// one store backend, across a restart: the admin API lists, shows,
+/// disables, enables and removes; agents see each deployment as a catalog
+/// entry carrying its body's risk; a signed webhook delivery fires once
+/// (stale, forged and replayed deliveries refused); an MQTT message on a
+/// real broker fires; a restart keeps the deployments, and a schedule tick
+/// missed while the server was down fires once, late.
+async fn operated_fired_and_restarted(backend: crate::endpoint::Backend) {
+    let broker = Broker::start();
+    let mut settings = crate::endpoint::settings(backend).await;
+    settings.admin_token = Some(crate::tenancy::ADMIN_TOKEN.to_owned());
+    settings.metrics_token = Some("metrics-token-for-tests".to_owned());
+    settings.languages = vec![std::path::PathBuf::from(concat!(env!("PILOTAGE_GUEST_DIR"), "/deployer.wasm"))];
+    let server = crate::endpoint::server(settings.clone()).await;
+    let demo = format!("http://{}", server.demo_world.as_ref().unwrap().0);
+    let key = b"door-key-0123456789";
+
+    // Sources are the tenant's secrets; a malformed broker secret is refused.
+    let path = "/tenants/demo/secrets/webhook:door";
+    let (status, body) =
+        dev_admin(&server, reqwest::Method::PUT, path, Some(json!({"value": "door-key-0123456789"}))).await;
+    assert_eq!(status, 200, "{body}");
+    let path = "/tenants/demo/secrets/mqtt:house";
+    let (status, body) = dev_admin(&server, reqwest::Method::PUT, path, Some(json!({"value": "not json"}))).await;
+    assert_eq!((status, body["error"]["field"].as_str()), (400, Some("value")), "{body}");
+    let broker_secret = json!({"url": format!("mqtt://127.0.0.1:{}", broker.port)}).to_string();
+    let (status, body) = dev_admin(&server, reqwest::Method::PUT, path, Some(json!({"value": broker_secret}))).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, _) =
+        dev_admin(&server, reqwest::Method::PUT, "/tenants/demo/secrets/data-source:x", Some(json!({"value": "x"})))
+            .await;
+    assert_eq!(status, 400, "the platform's own secret names are not writable");
+
+    let clock = server.platform.deployments().clock().clone();
+    clock.freeze_at(instant("2030-01-01T20:59:00Z"));
+    let client = PilotageClient::discover(Connection::http(&server.mcp_url(), None).await.unwrap()).await.unwrap();
+    let hourly = json!({"name": "hourly", "steps": [{"id": "flag", "calls": "cap_flag_order"}],
+        "triggers": [{"schedule": {"cron": "0 * * * *", "time_zone": "UTC"}}]});
+    let door = json!({"name": "door", "steps": [{"id": "flag", "calls": "cap_flag_order"}],
+        "triggers": [{"webhook": "door"}, {"mqtt": {"broker": "house", "topic": "home/+/door"}}]});
+    for program in [&hourly, &door] {
+        let deployed = client.execute_raw(DEPLOYER, json!({"program": program, "mode": "deploy"})).await.unwrap();
+        assert!(deployed.outcome.ok, "{:?}", deployed.outcome);
+    }
+
+    // Operators see them; agents see them as catalog entries with the
+    // body's risk (cap_flag_order writes).
+    let (status, list) = dev_admin(&server, reqwest::Method::GET, "/tenants/demo/deployments", None).await;
+    assert_eq!(status, 200);
+    let names: Vec<&str> =
+        list["deployments"].as_array().unwrap().iter().map(|d| d["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["door", "hourly"]);
+    let entry = client.catalog_get(DEPLOYER, "deployment:door").await.unwrap().entry;
+    assert_eq!(entry.kind, "deployer_deployment");
+    assert_eq!(entry.risk, "write");
+    assert!(!entry.risk_hints.read_only);
+    assert!(entry.input_schema.is_none(), "a deployment is not callable");
+    assert!(entry.tags.iter().any(|tag| tag == "webhook") && entry.tags.iter().any(|tag| tag == "mqtt"));
+    let (status, _) = dev_admin(&server, reqwest::Method::GET, "/tenants/demo/deployments/nosuch", None).await;
+    assert_eq!(status, 404);
+
+    // Webhooks: a forged, a stale and an unknown-source delivery are
+    // refused and fire nothing; a signed one fires once; its replay is
+    // refused.
+    let now = chrono::Utc::now().timestamp();
+    let event = json!({"door": "front", "state": "open"});
+    assert_eq!(deliver(&server, "door", b"wrong-key", now, &event).await.0, 401);
+    assert_eq!(deliver(&server, "door", key, now - 3_600, &event).await.0, 401);
+    assert_eq!(deliver(&server, "garage", key, now, &event).await.0, 404);
+    let (status, accepted) = deliver(&server, "door", key, now, &event).await;
+    assert_eq!(status, 202, "{accepted}");
+    assert_eq!(accepted["fires"], json!(["door"]));
+    assert_eq!(deliver(&server, "door", key, now, &event).await.0, 409, "a replay is refused");
+    let fired = await_firings(&server, "door", 1).await;
+    assert_eq!(fired.len(), 1, "{fired:?}");
+    assert!(fired[0].instance.starts_with("webhook:"), "{fired:?}");
+    let trace = client.trace(DEPLOYER, &fired[0].run_id, Some("full")).await.unwrap().trace;
+    let input = &trace.steps[0].input.as_ref().unwrap()["input"];
+    assert_eq!((&input["trigger"]["kind"], &input["event"]), (&json!("webhook"), &event));
+    assert_eq!(trace.steps[0].calls.as_deref(), Some("cap_flag_order"));
+
+    // MQTT: a message on a matching topic fires; one on another topic
+    // does not. The subscription follows the store within a few seconds.
+    let mut subscribed = false;
+    for _ in 0..200 {
+        if server.platform.deployments().mqtt.held().await.iter().any(|(_, broker, _)| broker == "house") {
+            subscribed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(subscribed, "the platform subscribed to home/+/door");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    publish(broker.port, "home/garden/gate", &json!({"state": "open"})).await;
+    publish(broker.port, "home/front/door", &json!({"state": "open"})).await;
+    let fired = await_firings(&server, "door", 2).await;
+    assert_eq!(fired.len(), 2, "{fired:?}");
+    let mqtt = fired.iter().find(|firing| firing.instance.starts_with("mqtt:")).expect("an MQTT firing");
+    let trace = client.trace(DEPLOYER, &mqtt.run_id, Some("full")).await.unwrap().trace;
+    let input = &trace.steps[0].input.as_ref().unwrap()["input"];
+    assert_eq!(input["event"], json!({"topic": "home/front/door", "payload": {"state": "open"}}));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(firings(&server, "door").await.len(), 2, "home/garden/gate matched nothing");
+
+    // Disabled: its tick passes without a firing, and the agent's entry
+    // says so. Enabled again: the next tick fires; the missed one never.
+    let (status, view) =
+        dev_admin(&server, reqwest::Method::POST, "/tenants/demo/deployments/hourly/disable", None).await;
+    assert_eq!((status, &view["enabled"]), (200, &json!(false)), "{view}");
+    let entry = client.catalog_get(DEPLOYER, "deployment:hourly").await.unwrap().entry;
+    assert!(entry.tags.iter().any(|tag| tag == "disabled"), "{entry:?}");
+    clock.advance(Duration::from_secs(120));
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(firings(&server, "hourly").await.is_empty(), "a disabled deployment fired");
+    let (status, view) =
+        dev_admin(&server, reqwest::Method::POST, "/tenants/demo/deployments/hourly/enable", None).await;
+    assert_eq!((status, &view["next_due"]), (200, &json!("2030-01-01T22:00:00.000Z")), "{view}");
+    clock.freeze_at(instant("2030-01-01T22:00:00Z"));
+    let fired = await_firings(&server, "hourly", 1).await;
+    assert_eq!(fired.len(), 1, "{fired:?}");
+    let (status, shown) =
+        dev_admin(&server, reqwest::Method::GET, "/tenants/demo/deployments/hourly?firings=5", None).await;
+    assert_eq!(status, 200);
+    assert_eq!(shown["firings"][0]["run_id"], json!(fired[0].run_id));
+    assert_eq!(shown["firings"][0]["status"], "error", "the demo refuses this body: {shown}");
+    assert!(shown["body"].as_str().unwrap().contains("cap_flag_order"));
+    let flagged = {
+        let stats: Value = reqwest::get(format!("{demo}/stats")).await.unwrap().json().await.unwrap();
+        stats["calls"]["/orders/flag"].as_u64().unwrap_or(0)
+    };
+    assert_eq!(flagged, 3, "webhook, MQTT and schedule firings each invoked cap_flag_order once");
+    // The metrics moved with what happened.
+    let exposition = reqwest::Client::new()
+        .get(format!("http://{}/metrics", server.addr))
+        .bearer_auth("metrics-token-for-tests")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for line in [
+        "pilotage_firings_total{result=\"failed\",trigger=\"webhook\"} 1",
+        "pilotage_firings_total{result=\"failed\",trigger=\"mqtt\"} 1",
+        "pilotage_firings_total{result=\"failed\",trigger=\"schedule\"} 1",
+        "pilotage_webhook_deliveries_total{result=\"accepted\"} 1",
+        "pilotage_webhook_deliveries_total{result=\"replayed\"} 1",
+        "pilotage_webhook_deliveries_total{result=\"stale\"} 1",
+        "pilotage_webhook_deliveries_total{result=\"unauthorized\"} 1",
+        "pilotage_webhook_deliveries_total{result=\"unknown_source\"} 1",
+        "pilotage_firing_delay_seconds_count{trigger=\"schedule\"} 1",
+        "pilotage_deployments 2",
+        "pilotage_mqtt_subscriptions 1",
+    ] {
+        assert!(exposition.lines().any(|l| l == line), "{line} is exposed:\n{exposition}");
+    }
+    client.close().await;
+    server.stop().await;
+
+    // Down from 22:00 to 01:30: at restart the deployments are in place,
+    // the agents' entries too, and the missed ticks fire once, for 01:00,
+    // marked late; next comes 02:00.
+    let server = crate::endpoint::server(settings).await;
+    server.platform.deployments().clock().freeze_at(instant("2030-01-02T01:30:00Z"));
+    let fired = await_firings(&server, "hourly", 2).await;
+    assert_eq!(fired.len(), 2, "{fired:?}");
+    assert_eq!(fired[0].instance, format!("schedule:{}", instant("2030-01-02T01:00:00Z")));
+    let client = PilotageClient::discover(Connection::http(&server.mcp_url(), None).await.unwrap()).await.unwrap();
+    let trace = client.trace(DEPLOYER, &fired[0].run_id, Some("full")).await.unwrap().trace;
+    assert_eq!(trace.steps[0].input.as_ref().unwrap()["input"]["event"]["late"], true);
+    assert!(client.catalog_get(DEPLOYER, "deployment:door").await.is_ok());
+    let (_, view) = dev_admin(&server, reqwest::Method::GET, "/tenants/demo/deployments/hourly", None).await;
+    assert_eq!(view["next_due"], "2030-01-02T02:00:00.000Z");
+
+    // Removed: gone for operators and agents, and its next tick fires
+    // nothing.
+    let (status, _) = dev_admin(&server, reqwest::Method::DELETE, "/tenants/demo/deployments/hourly", None).await;
+    assert_eq!(status, 204);
+    let (status, _) = dev_admin(&server, reqwest::Method::DELETE, "/tenants/demo/deployments/hourly", None).await;
+    assert_eq!(status, 404);
+    assert!(client.catalog_get(DEPLOYER, "deployment:hourly").await.is_err());
+    server.platform.deployments().clock().freeze_at(instant("2030-01-02T02:00:30Z"));
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(firings(&server, "hourly").await.len(), 2, "a removed deployment fired");
+    let (_, audit) = dev_admin(&server, reqwest::Method::GET, "/audit", None).await;
+    let actions: Vec<&str> = audit["audit"].as_array().unwrap().iter().filter_map(|r| r["action"].as_str()).collect();
+    for action in ["deployment.disable", "deployment.enable", "deployment.delete"] {
+        assert!(actions.contains(&action), "{action} is audited: {actions:?}");
+    }
+    client.close().await;
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operated_fired_and_restarted_on_sqlite() {
+    operated_fired_and_restarted(crate::endpoint::Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operated_fired_and_restarted_on_postgres() {
+    operated_fired_and_restarted(crate::endpoint::Backend::Postgres).await;
 }

@@ -462,3 +462,46 @@ async fn operated_fired_and_restarted_on_sqlite() {
 async fn operated_fired_and_restarted_on_postgres() {
     operated_fired_and_restarted(crate::endpoint::Backend::Postgres).await;
 }
+
+/// Daylight-saving changes through the endpoint (Europe/Paris): 02:30 does
+/// not exist on 2026-03-29, so the tick comes at 03:00 local (01:00 UTC);
+/// 02:30 happens twice on 2026-10-25, and fires once, the next tick being
+/// the next day's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schedules_across_daylight_saving_changes() {
+    let mut settings = crate::endpoint::settings(crate::endpoint::Backend::Sqlite).await;
+    settings.admin_token = Some(crate::tenancy::ADMIN_TOKEN.to_owned());
+    settings.languages = vec![std::path::PathBuf::from(concat!(env!("PILOTAGE_GUEST_DIR"), "/deployer.wasm"))];
+    let server = crate::endpoint::server(settings).await;
+    let clock = server.platform.deployments().clock().clone();
+    let client = PilotageClient::discover(Connection::http(&server.mcp_url(), None).await.unwrap()).await.unwrap();
+    let program = json!({"name": "half-past-two", "steps": [{"id": "read", "calls": "cap_read_outbox"}],
+        "triggers": [{"schedule": {"cron": "30 2 * * *", "time_zone": "Europe/Paris"}}]});
+
+    clock.freeze_at(instant("2026-03-28T23:00:00Z"));
+    let deployed = client.execute_raw(DEPLOYER, json!({"program": program, "mode": "deploy"})).await.unwrap();
+    assert_eq!(deployed.output.unwrap()["next_due"], "2026-03-29T01:00:00.000Z", "the gap's 02:30 is 03:00 CEST");
+    clock.freeze_at(instant("2026-03-29T01:00:00Z"));
+    let fired = await_firings(&server, "half-past-two", 1).await;
+    assert_eq!(fired.len(), 1);
+    assert_eq!(fired[0].instance, format!("schedule:{}", instant("2026-03-29T01:00:00Z")));
+
+    // Removed before the clock jumps to October (else its missed ticks
+    // would fire once, late), then deployed again.
+    let path = "/tenants/demo/deployments/half-past-two";
+    assert_eq!(dev_admin(&server, reqwest::Method::DELETE, path, None).await.0, 204);
+    clock.freeze_at(instant("2026-10-24T22:00:00Z"));
+    let deployed = client.execute_raw(DEPLOYER, json!({"program": program, "mode": "deploy"})).await.unwrap();
+    assert_eq!(deployed.output.unwrap()["next_due"], "2026-10-25T00:30:00.000Z", "the first 02:30, CEST");
+    clock.freeze_at(instant("2026-10-25T00:30:00Z"));
+    let fired = await_firings(&server, "half-past-two", 2).await;
+    assert_eq!(fired.len(), 2);
+    // The second 02:30 (01:30 UTC, CET) does not fire.
+    clock.freeze_at(instant("2026-10-25T01:30:30Z"));
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(firings(&server, "half-past-two").await.len(), 2, "the repeated 02:30 fired twice");
+    let (_, view) = dev_admin(&server, reqwest::Method::GET, path, None).await;
+    assert_eq!(view["next_due"], "2026-10-26T01:30:00.000Z", "{view}");
+    client.close().await;
+    server.stop().await;
+}

@@ -296,3 +296,41 @@ fn input_is_bound_with_pointers_into_input() {
     assert_eq!(bad[0].code, "input_binding");
     assert_eq!(bad[0].path, Locator::Pointer("/userId".into()));
 }
+
+/// A component built against the previous minor version of the WIT
+/// package (`pilotage:language@1.1.0`, before `deploy`) still loads and
+/// serves: the host's linker matches its `@1.1.0` imports and finds its
+/// `@1.1.0` exports (semver-compatible names). The
+/// 1.1.0 component is the bundled workflow/v1 with every version suffix
+/// of the package rewritten, byte for byte, which is what a 1.1.0 build
+/// names; the unchanged component is the control.
+#[test]
+fn a_component_of_the_previous_minor_version_still_loads_and_validates() {
+    let current = pilotage_platform::bundled::WORKFLOW;
+    let needle = b"pilotage:language/";
+    let mut older = current.to_vec();
+    let mut renamed = 0;
+    let mut at = 0;
+    while let Some(found) = older[at..].windows(needle.len()).position(|window| window == needle) {
+        let start = at + found + needle.len();
+        let end = start + older[start..].iter().position(|&byte| byte == b'@').unwrap_or(0);
+        if older[end..].starts_with(b"@1.2.0") {
+            older[end..end + 6].copy_from_slice(b"@1.1.0");
+            renamed += 1;
+        }
+        at = start;
+    }
+    assert!(renamed >= 4, "the bundled component names the package's interfaces at 1.2.0 ({renamed} found)");
+    assert!(!older.windows(6).any(|window| window == b"@1.2.0"), "every 1.2.0 name was rewritten");
+    for bytes in [current, older.as_slice()] {
+        let component = crate::support::engine().load(bytes).expect("the component loads");
+        assert_eq!(component.description().name, "workflow/v1");
+        if bytes == current {
+            assert!(component.exports_deploy(), "the guest SDK exports deploy");
+        }
+        let program = program(json!({"steps": [{"id": "p", "kind": "call", "capability": "cap_read_user_profile",
+            "with": {"user_id": "$.input.userId"}}]}));
+        let validated = validation::validate(&component, &program, None, &demo_catalog()).unwrap();
+        assert!(validated.response.valid, "{:?}", validated.response.diagnostics);
+    }
+}

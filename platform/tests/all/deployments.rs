@@ -505,3 +505,56 @@ async fn schedules_across_daylight_saving_changes() {
     client.close().await;
     server.stop().await;
 }
+
+/// The tenant's quotas bound deployments: `max_deployments` refuses a new
+/// name (the installation Run's outcome says which quota; replacing an
+/// existing name still works), and `max_firings_per_minute` drops the
+/// firings past it (counted in the metrics).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quotas_bound_deployments_and_firings() {
+    let mut settings = crate::endpoint::settings(crate::endpoint::Backend::Sqlite).await;
+    settings.admin_token = Some(crate::tenancy::ADMIN_TOKEN.to_owned());
+    settings.metrics_token = Some("metrics-token-for-tests".to_owned());
+    settings.languages = vec![std::path::PathBuf::from(concat!(env!("PILOTAGE_GUEST_DIR"), "/deployer.wasm"))];
+    let server = crate::endpoint::server(settings).await;
+    let quotas = json!({"quotas": {"max_deployments": 1, "max_firings_per_minute": 2}});
+    let (status, body) = dev_admin(&server, reqwest::Method::PATCH, "/tenants/demo", Some(quotas)).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, _) =
+        dev_admin(&server, reqwest::Method::PUT, "/tenants/demo/secrets/webhook:bell", Some(json!({"value": "k"})))
+            .await;
+    assert_eq!(status, 200);
+    let client = PilotageClient::discover(Connection::http(&server.mcp_url(), None).await.unwrap()).await.unwrap();
+    let bell = |name: &str| {
+        json!({"program": {"name": name, "steps": [{"id": "read", "calls": "cap_read_outbox"}],
+            "triggers": [{"webhook": "bell"}]}, "mode": "deploy"})
+    };
+    assert!(client.execute_raw(DEPLOYER, bell("bell")).await.unwrap().outcome.ok);
+    let refused = client.execute_raw(DEPLOYER, bell("second")).await.unwrap();
+    assert!(!refused.outcome.ok);
+    assert!(refused.outcome.error.unwrap_or_default().contains("max_deployments"));
+    assert!(client.execute_raw(DEPLOYER, bell("bell")).await.unwrap().outcome.ok, "replacing is not a new deployment");
+
+    let now = chrono::Utc::now().timestamp();
+    for ring in 0..3 {
+        let (status, _) = deliver(&server, "bell", b"k", now, &json!({"ring": ring})).await;
+        assert_eq!(status, 202);
+        // One at a time, so the quota's count sees the previous claims.
+        await_firings(&server, "bell", (ring + 1).min(2)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(firings(&server, "bell").await.len(), 2, "the third ring within a minute is dropped");
+    let exposition = reqwest::Client::new()
+        .get(format!("http://{}/metrics", server.addr))
+        .bearer_auth("metrics-token-for-tests")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(exposition.lines().any(|l| l == "pilotage_firings_total{result=\"dropped\",trigger=\"webhook\"} 1"));
+    assert!(exposition.lines().any(|l| l == "pilotage_firings_total{result=\"ok\",trigger=\"webhook\"} 2"));
+    client.close().await;
+    server.stop().await;
+}

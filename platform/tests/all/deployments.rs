@@ -160,7 +160,7 @@ impl Broker {
             .unwrap();
         let program =
             if std::path::Path::new("/usr/sbin/mosquitto").exists() { "/usr/sbin/mosquitto" } else { "mosquitto" };
-        let child = std::process::Command::new(program)
+        let mut child = std::process::Command::new(program)
             .arg("-c")
             .arg(&config)
             .stdout(std::process::Stdio::null())
@@ -173,6 +173,8 @@ impl Broker {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+        let _ = child.kill();
+        let _ = child.wait();
         panic!("mosquitto did not listen on {port}");
     }
 }
@@ -433,6 +435,26 @@ async fn operated_fired_and_restarted(backend: crate::endpoint::Backend) {
     assert!(client.catalog_get(DEPLOYER, "deployment:door").await.is_ok());
     let (_, view) = dev_admin(&server, reqwest::Method::GET, "/tenants/demo/deployments/hourly", None).await;
     assert_eq!(view["next_due"], "2030-01-02T02:00:00.000Z");
+
+    // The CLI drives the same API.
+    let cli = |args: &[&str]| {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_pilotage"))
+            .args(args)
+            .args(["--server", &format!("http://{}", server.addr), "--admin-token", crate::tenancy::ADMIN_TOKEN])
+            .output()
+            .unwrap();
+        (output.status.success(), String::from_utf8_lossy(&output.stdout).into_owned())
+    };
+    let (ok, listed) = cli(&["deployment", "ls", "demo"]);
+    assert!(ok && listed.contains("\"hourly\"") && listed.contains("\"door\""), "{listed}");
+    let (ok, shown) = cli(&["deployment", "get", "demo", "hourly", "--firings", "1"]);
+    assert!(ok && shown.contains(&fired[0].run_id), "{shown}");
+    let (ok, disabled) = cli(&["deployment", "disable", "demo", "door"]);
+    assert!(ok && disabled.contains("\"enabled\": false"), "{disabled}");
+    assert!(cli(&["deployment", "enable", "demo", "door"]).0);
+    assert!(!cli(&["deployment", "rm", "demo", "nosuch"]).0, "removing what does not exist fails");
+    let (ok, secrets) = cli(&["secret", "ls", "demo"]);
+    assert!(ok && secrets.contains("webhook:door") && !secrets.contains("door-key"), "{secrets}");
 
     // Removed: gone for operators and agents, and its next tick fires
     // nothing.

@@ -1,17 +1,26 @@
-//! MQTT triggers: each tenant-registered broker (the tenant secret
+//! MQTT triggers: a tenant-registered broker (the tenant secret
 //! `mqtt:<broker>`: `{"url": "mqtt://host:port", "username"?,
-//! "password"?}`, sealed like every secret) is connected once per replica
-//! while an enabled deployment listens to it, with the topic filters of
-//! those deployments subscribed as shared subscriptions
-//! (`$share/pilotage/<filter>`, QoS 1): the broker hands each message to
-//! one replica of the fleet, which fires every matching deployment.
+//! "password"?}`, sealed like every secret) is connected by each replica
+//! once per distinct topic filter that an enabled deployment of the tenant
+//! listens to, and the filter is subscribed as a shared subscription of the
+//! tenant's group (`$share/pilotage-<tenant>/<filter>`, QoS 1).
+//!
+//! Why one connection per filter: a message matching two filters reaches a
+//! client once per matching subscription, and MQTT 3.1.1 does not say which
+//! one; with one filter per connection, a message that arrives names its
+//! filter, and only the deployments listening with exactly that filter
+//! fire. Why a group per tenant: the broker hands each message to one
+//! member of a group, so two tenants sharing a broker and a filter must not
+//! share a group. Within a tenant's group the broker picks one replica of
+//! the fleet: each message fires each matching deployment once (at least
+//! once under QoS 1: a message redelivered after a lost connection fires
+//! again).
 //!
 //! Subscriptions follow the store: after a change made here at once, and
 //! every few seconds for changes made through other replicas. A broker that
-//! drops the connection is reconnected (every filter subscribed again).
+//! drops the connection is reconnected and the filter subscribed again.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
@@ -21,8 +30,9 @@ use tokio::task::JoinHandle;
 use super::{Deployment, MQTT_SECRET_PREFIX, Trigger};
 use crate::service::Platform;
 
-/// The shared-subscription group every replica joins.
-pub const SHARE_GROUP: &str = "pilotage";
+/// The prefix of the shared-subscription group every replica joins for a
+/// tenant: `pilotage-<tenant>`.
+pub const SHARE_GROUP_PREFIX: &str = "pilotage-";
 
 /// Checks an MQTT topic filter (MQTT 3.1.1 §4.7): non-empty, `#` only as
 /// the whole last level, `+` only as a whole level, no NUL.
@@ -68,14 +78,16 @@ pub fn matches(filter: &str, topic: &str) -> bool {
 
 struct Connection {
     client: AsyncClient,
-    filters: Arc<Mutex<BTreeSet<String>>>,
     task: JoinHandle<()>,
 }
 
-/// This replica's broker connections, keyed by (tenant, broker).
+/// Which subscription a connection holds: (tenant, broker, filter).
+type Key = (String, String, String);
+
+/// This replica's broker connections, one per (tenant, broker, filter).
 #[derive(Default)]
 pub struct Subscriptions {
-    connections: tokio::sync::Mutex<BTreeMap<(String, String), Connection>>,
+    connections: tokio::sync::Mutex<BTreeMap<Key, Connection>>,
 }
 
 impl std::fmt::Debug for Subscriptions {
@@ -84,8 +96,9 @@ impl std::fmt::Debug for Subscriptions {
     }
 }
 
-fn shared(filter: &str) -> String {
-    format!("$share/{SHARE_GROUP}/{filter}")
+/// The shared subscription of `tenant`'s group for `filter`.
+pub fn shared(tenant: &str, filter: &str) -> String {
+    format!("$share/{SHARE_GROUP_PREFIX}{tenant}/{filter}")
 }
 
 impl Subscriptions {
@@ -99,65 +112,44 @@ impl Subscriptions {
                 return;
             }
         };
-        let mut wanted: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
+        let mut wanted: BTreeSet<Key> = BTreeSet::new();
         for row in rows {
             let Ok(deployment) = Deployment::from_row(row) else { continue };
             for trigger in &deployment.triggers {
                 if let Trigger::Mqtt { broker, topic } = trigger {
-                    wanted.entry((deployment.row.tenant.clone(), broker.clone())).or_default().insert(topic.clone());
+                    wanted.insert((deployment.row.tenant.clone(), broker.clone(), topic.clone()));
                 }
             }
         }
         let mut connections = self.connections.lock().await;
-        let gone: Vec<_> = connections.keys().filter(|key| !wanted.contains_key(*key)).cloned().collect();
+        let gone: Vec<Key> = connections.keys().filter(|key| !wanted.contains(*key)).cloned().collect();
         for key in gone {
             if let Some(connection) = connections.remove(&key) {
+                let _ = connection.client.unsubscribe(shared(&key.0, &key.2)).await;
                 let _ = connection.client.disconnect().await;
                 connection.task.abort();
             }
         }
-        for (key, filters) in wanted {
-            if !connections.contains_key(&key) {
-                match connect(platform, &key.0, &key.1).await {
-                    Ok(connection) => {
-                        connections.insert(key.clone(), connection);
-                    }
-                    Err(error) => {
-                        tracing::warn!(tenant = %key.0, broker = %key.1, %error, "cannot connect to an MQTT broker");
-                        continue;
-                    }
-                }
+        for key in wanted {
+            if connections.contains_key(&key) {
+                continue;
             }
-            let Some(connection) = connections.get(&key) else { continue };
-            let (added, removed) = {
-                let mut held = connection.filters.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-                let added: Vec<String> = filters.difference(&held).cloned().collect();
-                let removed: Vec<String> = held.difference(&filters).cloned().collect();
-                *held = filters;
-                (added, removed)
-            };
-            for filter in added {
-                if let Err(error) = connection.client.subscribe(shared(&filter), QoS::AtLeastOnce).await {
-                    tracing::warn!(%error, %filter, "cannot subscribe");
+            match connect(platform, &key).await {
+                Ok(connection) => {
+                    connections.insert(key, connection);
                 }
-            }
-            for filter in removed {
-                let _ = connection.client.unsubscribe(shared(&filter)).await;
+                Err(error) => {
+                    let (tenant, broker, filter) = &key;
+                    tracing::warn!(%tenant, %broker, %filter, %error, "cannot connect to an MQTT broker");
+                }
             }
         }
     }
 
     /// The (tenant, broker, filter) subscriptions held now (for tests and
-    /// the admin view).
+    /// the metrics).
     pub async fn held(&self) -> Vec<(String, String, String)> {
-        let connections = self.connections.lock().await;
-        connections
-            .iter()
-            .flat_map(|((tenant, broker), connection)| {
-                let filters = connection.filters.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
-                filters.into_iter().map(move |filter| (tenant.clone(), broker.clone(), filter))
-            })
-            .collect()
+        self.connections.lock().await.keys().cloned().collect()
     }
 }
 
@@ -206,49 +198,54 @@ impl BrokerSecret {
     }
 }
 
-async fn connect(platform: &Platform, tenant: &str, broker: &str) -> Result<Connection, String> {
+async fn connect(platform: &Platform, key: &Key) -> Result<Connection, String> {
+    let (tenant, broker, filter) = key;
     let secret = BrokerSecret::parse(&platform.secret_value(tenant, &format!("{MQTT_SECRET_PREFIX}{broker}")).await?)?;
     let client_id = format!("pilotage-{}-{}", &platform.leases().instance_id(), hex::encode(rand::random::<[u8; 4]>()));
     let options = secret.options(&client_id)?;
     let (client, mut events) = AsyncClient::new(options, 64);
-    let filters: Arc<Mutex<BTreeSet<String>>> = Arc::default();
     let task = {
-        let (platform, tenant, broker) = (platform.clone(), tenant.to_owned(), broker.to_owned());
-        let (client, filters) = (client.clone(), filters.clone());
+        let (platform, key) = (platform.clone(), key.clone());
+        let client = client.clone();
         tokio::spawn(async move {
+            let (tenant, broker, filter) = &key;
             loop {
                 match events.poll().await {
                     Ok(Event::Incoming(Packet::ConnAck(_))) => {
-                        // A new session: subscribe every filter again.
-                        let held: Vec<String> =
-                            filters.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).iter().cloned().collect();
-                        for filter in held {
-                            let _ = client.subscribe(shared(&filter), QoS::AtLeastOnce).await;
+                        // A new session (the first, or after a lost
+                        // connection): subscribe again.
+                        if let Err(error) = client.subscribe(shared(tenant, filter), QoS::AtLeastOnce).await {
+                            tracing::warn!(%tenant, %broker, %filter, %error, "cannot subscribe");
                         }
                     }
                     Ok(Event::Incoming(Packet::Publish(publish))) => {
-                        let platform = platform.clone();
-                        let tenant = tenant.clone();
-                        let broker = broker.clone();
+                        let (platform, key) = (platform.clone(), key.clone());
                         tokio::spawn(async move {
-                            deliver(&platform, &tenant, &broker, &publish.topic, &publish.payload).await;
+                            deliver(&platform, &key, &publish.topic, &publish.payload).await;
                         });
                     }
                     Ok(_) => {}
                     Err(error) => {
-                        tracing::warn!(%tenant, %broker, %error, "MQTT connection lost; reconnecting");
+                        tracing::warn!(%tenant, %broker, %filter, %error, "MQTT connection lost; reconnecting");
                         tokio::time::sleep(Duration::from_secs(1)).await;
                     }
                 }
             }
         })
     };
-    Ok(Connection { client, filters, task })
+    Ok(Connection { client, task })
 }
 
-/// Fires every enabled deployment of `tenant` listening on `broker` with a
-/// filter matching `topic`.
-async fn deliver(platform: &Platform, tenant: &str, broker: &str, topic: &str, payload: &[u8]) {
+/// Fires every enabled deployment of the key's tenant that listens on its
+/// broker with exactly its filter (the subscription the message came
+/// through); a topic the filter does not match (a broker's mistake) fires
+/// nothing.
+async fn deliver(platform: &Platform, key: &Key, topic: &str, payload: &[u8]) {
+    let (tenant, broker, filter) = key;
+    if !matches(filter, topic) {
+        tracing::warn!(%tenant, %broker, %filter, %topic, "the broker delivered a topic the filter does not match");
+        return;
+    }
     let deployments = match super::of_tenant(platform, tenant).await {
         Ok(deployments) => deployments,
         Err(error) => {
@@ -261,13 +258,9 @@ async fn deliver(platform: &Platform, tenant: &str, broker: &str, topic: &str, p
     let event = json!({"topic": topic, "payload": payload});
     let instance = format!("mqtt:{}", hex::encode(rand::random::<[u8; 12]>()));
     let at = platform.deployments().clock().now_ms();
-    for deployment in deployments.iter().filter(|d| d.row.enabled) {
-        let trigger = deployment.triggers.iter().find(|trigger| {
-            matches!(trigger, Trigger::Mqtt { broker: b, topic: filter } if b == broker && matches(filter, topic))
-        });
-        if let Some(trigger) = trigger {
-            super::runtime::fire(platform, deployment, &instance, Some(trigger.clone()), event.clone(), at, at).await;
-        }
+    let trigger = Trigger::Mqtt { broker: broker.clone(), topic: filter.clone() };
+    for deployment in deployments.iter().filter(|d| d.row.enabled && d.triggers.contains(&trigger)) {
+        super::runtime::fire(platform, deployment, &instance, Some(trigger.clone()), event.clone(), at, at).await;
     }
 }
 

@@ -302,7 +302,12 @@ async fn operated_fired_and_restarted(backend: crate::endpoint::Backend) {
         "triggers": [{"schedule": {"cron": "0 * * * *", "time_zone": "UTC"}}]});
     let door = json!({"name": "door", "steps": [{"id": "flag", "calls": "cap_flag_order"}],
         "triggers": [{"webhook": "door"}, {"mqtt": {"broker": "house", "topic": "home/+/door"}}]});
-    for program in [&hourly, &door] {
+    // A second filter that overlaps the first: the broker sends a message
+    // matching both through each subscription, and each deployment must
+    // still fire once.
+    let everything = json!({"name": "everything", "steps": [{"id": "read", "calls": "cap_read_outbox"}],
+        "triggers": [{"mqtt": {"broker": "house", "topic": "home/#"}}]});
+    for program in [&hourly, &door, &everything] {
         let deployed = client.execute_raw(DEPLOYER, json!({"program": program, "mode": "deploy"})).await.unwrap();
         assert!(deployed.outcome.ok, "{:?}", deployed.outcome);
     }
@@ -313,7 +318,7 @@ async fn operated_fired_and_restarted(backend: crate::endpoint::Backend) {
     assert_eq!(status, 200);
     let names: Vec<&str> =
         list["deployments"].as_array().unwrap().iter().map(|d| d["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["door", "hourly"]);
+    assert_eq!(names, ["door", "everything", "hourly"]);
     let entry = client.catalog_get(DEPLOYER, "deployment:door").await.unwrap().entry;
     assert_eq!(entry.kind, "deployer_deployment");
     assert_eq!(entry.risk, "write");
@@ -347,13 +352,13 @@ async fn operated_fired_and_restarted(backend: crate::endpoint::Backend) {
     // does not. The subscription follows the store within a few seconds.
     let mut subscribed = false;
     for _ in 0..200 {
-        if server.platform.deployments().mqtt.held().await.iter().any(|(_, broker, _)| broker == "house") {
+        if server.platform.deployments().mqtt.held().await.len() == 2 {
             subscribed = true;
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(subscribed, "the platform subscribed to home/+/door");
+    assert!(subscribed, "the platform subscribed to home/+/door and home/#");
     tokio::time::sleep(Duration::from_millis(300)).await;
     publish(broker.port, "home/garden/gate", &json!({"state": "open"})).await;
     publish(broker.port, "home/front/door", &json!({"state": "open"})).await;
@@ -363,8 +368,11 @@ async fn operated_fired_and_restarted(backend: crate::endpoint::Backend) {
     let trace = client.trace(DEPLOYER, &mqtt.run_id, Some("full")).await.unwrap().trace;
     let input = &trace.steps[0].input.as_ref().unwrap()["input"];
     assert_eq!(input["event"], json!({"topic": "home/front/door", "payload": {"state": "open"}}));
+    let everything = await_firings(&server, "everything", 2).await;
+    assert_eq!(everything.len(), 2, "home/# saw both messages: {everything:?}");
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(firings(&server, "door").await.len(), 2, "home/garden/gate matched nothing");
+    assert_eq!(firings(&server, "door").await.len(), 2, "home/garden/gate fired nothing on home/+/door");
+    assert_eq!(firings(&server, "everything").await.len(), 2, "each message fired home/# once");
 
     // Disabled: its tick passes without a firing, and the agent's entry
     // says so. Enabled again: the next tick fires; the missed one never.
@@ -413,8 +421,9 @@ async fn operated_fired_and_restarted(backend: crate::endpoint::Backend) {
         "pilotage_webhook_deliveries_total{result=\"unauthorized\"} 1",
         "pilotage_webhook_deliveries_total{result=\"unknown_source\"} 1",
         "pilotage_firing_delay_seconds_count{trigger=\"schedule\"} 1",
-        "pilotage_deployments 2",
-        "pilotage_mqtt_subscriptions 1",
+        "pilotage_firings_total{result=\"ok\",trigger=\"mqtt\"} 2",
+        "pilotage_deployments 3",
+        "pilotage_mqtt_subscriptions 2",
     ] {
         assert!(exposition.lines().any(|l| l == line), "{line} is exposed:\n{exposition}");
     }
@@ -446,7 +455,7 @@ async fn operated_fired_and_restarted(backend: crate::endpoint::Backend) {
         (output.status.success(), String::from_utf8_lossy(&output.stdout).into_owned())
     };
     let (ok, listed) = cli(&["deployment", "ls", "demo"]);
-    assert!(ok && listed.contains("\"hourly\"") && listed.contains("\"door\""), "{listed}");
+    assert!(ok && listed.contains("\"hourly\"") && listed.contains("\"everything\""), "{listed}");
     let (ok, shown) = cli(&["deployment", "get", "demo", "hourly", "--firings", "1"]);
     assert!(ok && shown.contains(&fired[0].run_id), "{shown}");
     let (ok, disabled) = cli(&["deployment", "disable", "demo", "door"]);

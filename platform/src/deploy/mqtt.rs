@@ -199,7 +199,7 @@ impl BrokerSecret {
 }
 
 async fn connect(platform: &Platform, key: &Key) -> Result<Connection, String> {
-    let (tenant, broker, filter) = key;
+    let (tenant, broker, _) = key;
     let secret = BrokerSecret::parse(&platform.secret_value(tenant, &format!("{MQTT_SECRET_PREFIX}{broker}")).await?)?;
     let client_id = format!("pilotage-{}-{}", &platform.leases().instance_id(), hex::encode(rand::random::<[u8; 4]>()));
     let options = secret.options(&client_id)?;

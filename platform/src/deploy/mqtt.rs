@@ -191,6 +191,10 @@ impl BrokerSecret {
         let mut options = MqttOptions::parse_url(format!("{url}{separator}client_id={client_id}"))
             .map_err(|e| format!("'{url}' is not an MQTT URL (mqtt://host:port): {e}"))?;
         options.set_keep_alive(Duration::from_secs(30));
+        // As large as a webhook event may be (the event becomes part of the
+        // firing's stored Run); a larger message ends the connection, which
+        // is reconnected.
+        options.set_max_packet_size(super::webhook::MAX_EVENT_BYTES, super::webhook::MAX_EVENT_BYTES);
         if let Some(username) = &self.username {
             options.set_credentials(username, &self.password);
         }

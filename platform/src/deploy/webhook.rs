@@ -36,6 +36,11 @@ pub const SIGNATURE_HEADER: &str = "pilotage-signature";
 pub const TOLERANCE_SECONDS: i64 = 300;
 /// How long deliveries are remembered (twice the tolerance).
 pub const REPLAY_WINDOW_MS: i64 = 2 * TOLERANCE_SECONDS * 1000;
+/// The largest event body accepted (larger: 413 before it is read whole).
+/// An event becomes part of its firing's stored Run; device events are a
+/// few hundred bytes, and 256 KiB leaves room without letting an
+/// unauthenticated sender make the server buffer megabytes.
+pub const MAX_EVENT_BYTES: usize = 256 * 1024;
 
 /// The signature header's value for `body` sent at `timestamp` (Unix
 /// seconds) under `key`: what a sender computes.
@@ -65,7 +70,10 @@ fn refuse(status: StatusCode, message: impl Into<String>) -> Response {
 /// The event endpoint's routes (`/events/{tenant}/{source}`), outside
 /// OAuth: a delivery is authenticated by its signature.
 pub fn router(platform: Platform) -> Router {
-    Router::new().route("/events/{tenant}/{source}", post(deliver)).with_state(platform)
+    Router::new()
+        .route("/events/{tenant}/{source}", post(deliver))
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_EVENT_BYTES))
+        .with_state(platform)
 }
 
 async fn deliver(

@@ -336,6 +336,8 @@ async fn operated_fired_and_restarted(backend: crate::endpoint::Backend) {
     assert_eq!(deliver(&server, "door", b"wrong-key", now, &event).await.0, 401);
     assert_eq!(deliver(&server, "door", key, now - 3_600, &event).await.0, 401);
     assert_eq!(deliver(&server, "garage", key, now, &event).await.0, 404);
+    let huge = json!({"padding": "x".repeat(pilotage_platform::deploy::webhook::MAX_EVENT_BYTES)});
+    assert_eq!(deliver(&server, "door", key, now, &huge).await.0, 413, "an oversized event is refused");
     let (status, accepted) = deliver(&server, "door", key, now, &event).await;
     assert_eq!(status, 202, "{accepted}");
     assert_eq!(accepted["fires"], json!(["door"]));

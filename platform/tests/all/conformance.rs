@@ -379,9 +379,9 @@ async fn run_automation_vectors(backend: Backend) {
 }
 
 /// The vectors automation/1 passes: all 54 but the two client-target
-/// ones, the five its binding lists as unreachable, and those that do not
-/// apply to it (context_schema, test_run undeclared, retention none, the
-/// inline manifest is compared but a MAY).
+/// ones, the five its binding lists as unreachable, and the four that do
+/// not apply to it (it declares `catalog.changed_since` and
+/// `execute.test_run`, has no `context_schema`, retains runs).
 const AUTOMATION_PASSED: usize = 43;
 
 async fn run_sql_vectors(backend: Backend) {

@@ -9,9 +9,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const GUESTS: [(&str, &str); 6] = [
+const GUESTS: [(&str, &str); 7] = [
     ("workflow", "workflow.wasm"),
     ("sql", "sql.wasm"),
+    ("automation", "automation.wasm"),
     ("recipe", "recipe.wasm"),
     ("hostile", "hostile.wasm"),
     ("unfit", "unfit.wasm"),

@@ -85,6 +85,49 @@ pub fn does_not_deploy() -> DeployResult {
     }
 }
 
+/// The reserved run status of a Run refused before anything ran, its
+/// diagnostics attached (Part II §6.5.2 steps 3 and 4).
+pub const VALIDATION_ERROR: &str = "validation_error";
+
+/// An execution-time refusal: `execute` found, before invoking anything,
+/// that the program cannot run in the mode it was asked to (a check the
+/// validator cannot make, since `validate` does not know the mode), e.g. an
+/// installable program executed once (Part IV §9 "Refuse near-miss
+/// mechanisms loudly"). The outcome is `validation_error` and `output`
+/// carries `diagnostics` as a JSON array: the host moves them to the
+/// execute response's `diagnostics`, rewrites undeclared codes to
+/// `constraint`, and answers a refused Run (nothing stored). A refusal
+/// that made an invocation, reports trace steps or carries no error
+/// diagnostic is an engine fault.
+pub fn refusal(message: impl Into<String>, diagnostics: &[Diagnostic]) -> RunResult {
+    let position = |p: &TextPosition| serde_json::json!({"line": p.line, "column": p.column});
+    let range = |r: &TextRange| serde_json::json!({"start": position(&r.start), "end": position(&r.end)});
+    let findings: Vec<serde_json::Value> = diagnostics
+        .iter()
+        .map(|d| {
+            let mut finding = serde_json::json!({
+                "severity": match d.severity { Severity::Error => "error", Severity::Warning => "warning" },
+                "code": d.code,
+                "path": match &d.path { Locator::Pointer(pointer) => serde_json::json!(pointer), Locator::Range(r) => range(r) },
+                "message": d.message,
+            });
+            if let Some(r) = &d.range {
+                finding["range"] = range(r);
+            }
+            if let Some(hint) = &d.hint {
+                finding["hint"] = serde_json::json!(hint);
+            }
+            finding
+        })
+        .collect();
+    RunResult {
+        outcome: failure(VALIDATION_ERROR, message),
+        output: Some(serde_json::Value::Array(findings).to_string()),
+        steps: Vec::new(),
+        stats: None,
+    }
+}
+
 /// Reads only, inside the Server's domain.
 pub const SAFE: RiskHints = RiskHints { read_only: true, destructive: false, open_world: false };
 /// Writes reversibly.

@@ -6,3 +6,7 @@ pub const WORKFLOW: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/workflow.w
 
 /// The `sql/postgres-15` Language component.
 pub const SQL: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/sql.wasm"));
+
+/// The `automation/1` Language component (home-automation rules, executed,
+/// test-run or deployed).
+pub const AUTOMATION: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/automation.wasm"));

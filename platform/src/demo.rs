@@ -11,7 +11,13 @@
 //! destructive plan stopped at the Host gate; and the Part I story on
 //! PostgreSQL (`sql/postgres-15` over the demo sales database: a wrong
 //! column caught with its hint, the read-only plan, `rows_matched` in the
-//! trace), or a clear note when PostgreSQL cannot be reached.
+//! trace), or a clear note when PostgreSQL cannot be reached; and the
+//! automation story of issue 14 on `automation/1` and the demo home (a
+//! draft rule that also unlocks the door stopped at the Host gate, test
+//! runs at 14:03 and 22:30 whose decisions name the clock and whose light
+//! step is simulated, the deploy, the door opening at night as a signed
+//! webhook delivery, the firing that really lights the porch, and its Run
+//! fetched by `run_id`).
 
 use std::io::Write;
 
@@ -313,6 +319,9 @@ async fn scenarios(server: &Server, out: &mut dyn Write) -> Result<DemoReport, D
     // 9. SQL.
     sql_story(server, &mut client, &mut n, &options).await?;
 
+    // 10. Automation.
+    automation_story(server, &mut client, &mut n).await?;
+
     let passed = n.report.passed.len();
     let failed = n.report.failed.len();
     n.say(&format!("\n{passed} checks passed, {failed} failed."))?;
@@ -427,6 +436,248 @@ async fn sql_story(
         "a smuggled second statement is refused before anything reaches the database",
         !smuggled.valid,
         "it validated",
+    )?;
+    Ok(())
+}
+
+/// The automation story's Language.
+const AUTOMATION: &str = crate::server::DEMO_HOME_LANGUAGE;
+
+/// The rule the agent drafts for "when the front door opens after 22:00 in
+/// Europe/Paris, turn on the porch light": it also unlocks the door.
+fn porch_rule_draft() -> Value {
+    json!({
+        "rule": "porch-at-night",
+        "description": "When the front door opens after 22:00 in Paris, light the porch.",
+        "trigger": {"webhook": crate::server::DEMO_HOME_SOURCE},
+        "conditions": [
+            {"id": "door-opened", "event": "/state", "equals": "open"},
+            {"id": "after-22", "time": {"after": "22:00", "before": "06:00", "time_zone": "Europe/Paris"}},
+            {"id": "light-is-off", "read": "porch_light.state", "field": "/on", "equals": false}
+        ],
+        "actions": [
+            {"id": "light-on", "call": "porch_light.turn_on", "with": {"brightness": 80}},
+            {"id": "unlock", "call": "front_door.unlock"}
+        ]
+    })
+}
+
+/// The decisions of the trace's `when` entry, one line each.
+fn decisions(execution: Option<&crate::protocol::requests::ExecuteResponse>) -> Vec<(String, String, String)> {
+    execution
+        .and_then(|e| e.trace.as_ref())
+        .and_then(|t| t.steps.iter().find(|s| s.id == "when"))
+        .map(|step| step.decisions.iter().map(|d| (d.at.clone(), d.took.clone(), d.because.clone())).collect())
+        .unwrap_or_default()
+}
+
+async fn automation_story(server: &Server, client: &mut PilotageClient, n: &mut Narrator<'_>) -> Result<(), DemoError> {
+    n.say(&format!(
+        "\n10. Automation ({AUTOMATION}): \"when the front door opens after 22:00 in Europe/Paris, turn on the porch light\"."
+    ))?;
+    let Some((demo_addr, world)) = &server.demo_world else {
+        n.check("the demo home is served", false, "no demo capability service")?;
+        return Ok(());
+    };
+    client.refresh_if_changed().await?;
+    let page = client.catalog_list(AUTOMATION, None, None).await?;
+    n.say("   The home's device registry, as automation/1 sees it:")?;
+    for entry in &page.items {
+        n.say(&format!("   {} ({}) [{}] {}", entry.id, entry.kind, entry.risk, entry.name))?;
+    }
+    let risk_of = |id: &str| page.items.iter().find(|e| e.id == id).map(|e| e.risk.clone()).unwrap_or_default();
+    n.check(
+        "the registry lists sensors and actions; front_door.unlock is destructive, the porch light is not",
+        risk_of("front_door.unlock") == "destructive"
+            && risk_of("porch_light.turn_on") == "write"
+            && risk_of("front_door.state") == "safe",
+        format!("{:?}", page.items.iter().map(|e| (&e.id, &e.risk)).collect::<Vec<_>>()),
+    )?;
+    let home_before = world.home();
+    let calls = |path: &str| world.calls().get(path).copied().unwrap_or(0);
+    let turn_on_path = "/home/porch_light/turn_on";
+    let (turn_ons_before, unlocks_before) = (calls(turn_on_path), calls("/home/front_door/unlock"));
+
+    // The draft, through the Host gate.
+    let mut rule = porch_rule_draft();
+    n.say("   The agent's draft rule also unlocks the door for whoever comes home:")?;
+    n.say(&indent(&rule))?;
+    let deploy = RunOptions {
+        trace_level: Some("full".into()),
+        store: Some(true),
+        mode: Some("deploy".into()),
+        ..RunOptions::default()
+    };
+    let gated = client.run(AUTOMATION, rule.clone(), None, &deploy, &Refuse).await?;
+    if let Some(request) = &gated.approval {
+        n.say("   The Host asks for approval outside the model:")?;
+        for line in request.prompt().lines() {
+            n.say(&format!("     {line}"))?;
+        }
+    }
+    n.say("   No one approves, so the Host sends nothing: the rule is neither deployed nor tested.")?;
+    n.check(
+        "the destructive plan (front_door.unlock) needed approval and was not sent",
+        gated.approval.as_ref().is_some_and(|a| a.plan.as_ref().is_some_and(|p| p.max_risk == "destructive"))
+            && !gated.approved
+            && gated.executions.is_empty()
+            && calls("/home/front_door/unlock") == unlocks_before,
+        "it was sent",
+    )?;
+    if let Some(actions) = rule["actions"].as_array_mut() {
+        actions.retain(|action| action["id"] != "unlock");
+    }
+    n.say("   The agent drops the unlock step; the plan's highest risk is now write (the light).")?;
+
+    // An immediate Run of a rule with a trigger is refused, with the way out.
+    let tool = client.language(AUTOMATION)?.loop_tools.execute.clone().unwrap_or_default();
+    let argument = client.program_argument(&tool, AUTOMATION)?;
+    let once = client.execute_raw(AUTOMATION, json!({argument: rule, "mode": "immediate"})).await?;
+    let refusal = once.diagnostics.as_ref().and_then(|d| d.first());
+    if let Some(finding) = refusal {
+        n.say(&format!(
+            "   Run it now (mode immediate)? → {}: {} ({})",
+            finding.code,
+            finding.message,
+            finding.hint.clone().unwrap_or_default()
+        ))?;
+    }
+    n.check(
+        "an immediate Run of a rule with a trigger is refused (validation_error, trigger_needs_deploy) and nothing ran",
+        once.outcome.status == "validation_error"
+            && refusal.is_some_and(|d| d.code == "trigger_needs_deploy" && d.hint.is_some())
+            && world.home() == home_before,
+        &once.outcome.status,
+    )?;
+
+    // Test runs at a simulated 14:03 and 22:30.
+    let test = RunOptions { test_run: Some(true), ..deploy.clone() };
+    let door_opens_at = |at: &str| json!({"event": {"device": "front_door", "state": "open"}, "at": at});
+    n.say("   A test run at a simulated 14:03 in Paris (input.at 2026-07-14T14:03:00+02:00), the door opening:")?;
+    let day =
+        client.run(AUTOMATION, rule.clone(), Some(door_opens_at("2026-07-14T14:03:00+02:00")), &test, &Refuse).await?;
+    let day_decisions = decisions(day.execution.as_ref());
+    for (at, took, because) in &day_decisions {
+        n.say(&format!("     decision at '{at}': took '{took}' because {because}"))?;
+    }
+    n.check(
+        "at 14:03 the rule skips, and the decision names the clock",
+        day.execution.as_ref().is_some_and(|e| e.outcome.ok)
+            && day_decisions.first().is_some_and(|(at, took, because)| {
+                at == "when" && took == "else" && because.contains("it is 14:03 in Europe/Paris")
+            }),
+        format!("{day_decisions:?}"),
+    )?;
+    n.say("   A test run at a simulated 22:30:")?;
+    let night =
+        client.run(AUTOMATION, rule.clone(), Some(door_opens_at("2026-07-14T22:30:00+02:00")), &test, &Refuse).await?;
+    for (at, took, because) in decisions(night.execution.as_ref()) {
+        n.say(&format!("     decision at '{at}': took '{took}' because {because}"))?;
+    }
+    let light_step = night
+        .execution
+        .as_ref()
+        .and_then(|e| e.trace.as_ref())
+        .and_then(|t| t.steps.iter().find(|s| s.id == "light-on"))
+        .cloned();
+    if let Some(step) = &light_step {
+        n.say(&format!(
+            "     step light-on calls {}: simulated {}, output {}",
+            step.calls.clone().unwrap_or_default(),
+            step.simulated.unwrap_or(false),
+            step.output.clone().unwrap_or(Value::Null)
+        ))?;
+    }
+    n.say(&format!("     the home afterwards: {}", world.home()))?;
+    n.check(
+        "at 22:30 the light would turn on: the step is marked simulated and the home is unchanged",
+        decisions(night.execution.as_ref()).first().is_some_and(|(_, took, _)| took == "then")
+            && light_step.as_ref().is_some_and(|s| s.simulated == Some(true))
+            && world.home() == home_before
+            && calls(turn_on_path) == turn_ons_before,
+        format!("{light_step:?}, home {}", world.home()),
+    )?;
+
+    // Deploy, then the door opens at night.
+    let deployed = client.run(AUTOMATION, rule.clone(), None, &deploy, &Refuse).await?;
+    let output = deployed.execution.as_ref().and_then(|e| e.output.clone()).unwrap_or(Value::Null);
+    n.say(&format!("   Deployed (mode deploy): {output}"))?;
+    n.check(
+        "the rule is installed behind its webhook trigger, and installing ran nothing",
+        deployed.execution.as_ref().is_some_and(|e| e.outcome.ok)
+            && output["deployment"] == "porch-at-night"
+            && world.home() == home_before,
+        deployed.execution.as_ref().map(|e| format!("{:?}", e.outcome)).unwrap_or_default(),
+    )?;
+    let night_at = "2026-07-14T22:41:00+02:00";
+    if let Some(ms) = crate::deploy::parse_rfc3339(night_at) {
+        server.platform.deployments().clock().freeze_at(ms);
+    }
+    n.say(&format!(
+        "   So that \"at night\" does not depend on when you run this demo, the demo sets the deployments' clock to {night_at} (22:41 in Paris); firings read that clock."
+    ))?;
+    n.say(
+        "   Someone opens the front door; the home hub posts the event to the platform, signed with the source's key:",
+    )?;
+    let opened: Value =
+        match reqwest::Client::new().post(format!("http://{demo_addr}/home/front_door/open")).send().await {
+            Ok(response) => response.json().await.unwrap_or(Value::Null),
+            Err(error) => json!({"error": error.to_string()}),
+        };
+    n.say(&format!("     {opened}"))?;
+    n.check(
+        "the platform accepted the signed delivery (202) and it fires the rule",
+        opened["status"] == 202
+            && opened["answer"]["fires"].as_array().is_some_and(|f| f.iter().any(|d| d == "porch-at-night")),
+        &opened,
+    )?;
+    let delivery = opened["answer"]["delivery"].as_str().unwrap_or_default().to_owned();
+    let tenant = server.platform.dev_principal().tenant.clone();
+    let mut firing = None;
+    for _ in 0..200 {
+        let firings = server.platform.store().firings_of(&tenant, "porch-at-night", 20).await.unwrap_or_default();
+        firing = firings.into_iter().find(|f| f.instance == delivery);
+        if firing.is_some() && world.home()["porch_light"]["on"] == true {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let home = world.home();
+    n.say(&format!("   The home now: {home}"))?;
+    n.check(
+        "the rule fired and the porch light is really on (brightness 80)",
+        firing.is_some()
+            && home["porch_light"] == json!({"on": true, "brightness": 80})
+            && home["front_door"]["locked"] == true,
+        &home,
+    )?;
+    let run_id = firing.map(|f| f.run_id).unwrap_or_default();
+    let mut fetched = None;
+    for _ in 0..100 {
+        if let Ok(trace) = client.trace(AUTOMATION, &run_id, Some("full")).await {
+            fetched = Some(trace);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    match &fetched {
+        Some(fetched) => {
+            n.say(&format!("   The firing's Run {run_id}, fetched by run_id:"))?;
+            n.say(&indent(&serde_json::to_value(&fetched.trace).unwrap_or_default()))?;
+        }
+        None => n.say(&format!("   The firing's Run {run_id} could not be fetched."))?,
+    }
+    let fired_light = fetched.as_ref().and_then(|f| f.trace.steps.iter().find(|s| s.id == "light-on"));
+    let fired_when = fetched
+        .as_ref()
+        .and_then(|f| f.trace.steps.iter().find(|s| s.id == "when"))
+        .and_then(|s| s.decisions.iter().find(|d| d.at == "after-22"));
+    n.check(
+        "the fetched trace shows the decision at 22:41 and the real call of porch_light.turn_on",
+        fetched.as_ref().is_some_and(|f| f.outcome.ok)
+            && fired_when.is_some_and(|d| d.took == "true" && d.because.contains("it is 22:41 in Europe/Paris"))
+            && fired_light.is_some_and(|s| s.calls.as_deref() == Some("porch_light.turn_on") && s.simulated.is_none()),
+        fetched.as_ref().map(|f| format!("{:?}", f.outcome)).unwrap_or_else(|| "not fetched".into()),
     )?;
     Ok(())
 }

@@ -369,8 +369,8 @@ enum ClientCommand {
         url: String,
         /// The run's id.
         run_id: String,
-        /// The Language whose trace tool to use (default: the first that
-        /// has one).
+        /// The Language whose trace tool to use (default: each that has one,
+        /// in turn, until one holds the run).
         #[arg(long)]
         language: Option<String>,
         /// summary or full.
@@ -1253,6 +1253,7 @@ async fn client(args: ClientArgs) -> Result<ExitCode> {
                 fetch: false,
                 drift_retries: 2,
                 idempotency_key: None,
+                ..Default::default()
             };
             let report = client.run(&program_args.language, program, input, &options, approver.as_ref()).await?;
             if let Some(validation) = report.validations.last().filter(|v| !v.valid) {
@@ -1275,17 +1276,30 @@ async fn client(args: ClientArgs) -> Result<ExitCode> {
         }
         ClientCommand::Trace { url, run_id, language, trace_level } => {
             let client = connect(&url, token).await?;
-            let language = match language {
-                Some(language) => language,
+            // A Run belongs to one Language's trace door; without --language,
+            // each door is asked in turn until one holds the run.
+            let languages: Vec<String> = match language {
+                Some(language) => vec![language],
                 None => client
                     .manifest()
                     .languages
                     .iter()
-                    .find(|l| l.loop_tools.trace.is_some())
+                    .filter(|l| l.loop_tools.trace.is_some())
                     .map(|l| l.name.clone())
-                    .context("no Language of this server declares trace_fetch")?,
+                    .collect(),
             };
-            print_json(&client.trace(&language, &run_id, trace_level.as_deref()).await?)?;
+            let mut fetched = None;
+            for language in &languages {
+                match client.trace(language, &run_id, trace_level.as_deref()).await {
+                    Ok(trace) => {
+                        fetched = Some(Ok(trace));
+                        break;
+                    }
+                    Err(error) => fetched = Some(Err(error)),
+                }
+            }
+            let trace = fetched.context("no Language of this server declares trace_fetch")??;
+            print_json(&trace)?;
             client.close().await;
         }
     }

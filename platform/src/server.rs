@@ -27,6 +27,17 @@ use crate::store::{Store, StoreError};
 /// capability service's base URL.
 pub const DEMO_CATALOG: &str = include_str!("../demo/catalog.json");
 
+/// The demo home's device registry (automation/1's catalog), with `{demo}`
+/// standing for the demo capability service's base URL.
+pub const DEMO_HOME_CATALOG: &str = include_str!("../demo/home.json");
+
+/// The Language the demo home's entries are offered to.
+pub const DEMO_HOME_LANGUAGE: &str = "automation/1";
+
+/// The webhook source the demo home's hub reports events as; its signing
+/// key is the demo tenant's secret `webhook:home`, made at each start.
+pub const DEMO_HOME_SOURCE: &str = "home";
+
 /// How often expired runs and idempotency keys are deleted.
 pub const SWEEP_EVERY: Duration = Duration::from_secs(60);
 
@@ -194,7 +205,21 @@ pub const DEMO_CATALOG_LANGUAGE: &str = "workflow/v1";
 /// # Errors
 /// A message when the file is malformed.
 pub fn demo_entries(base_url: &str, languages: &[String]) -> Result<Vec<StoredEntry>, String> {
-    let file: Value = serde_json::from_str(DEMO_CATALOG).map_err(|e| e.to_string())?;
+    catalog_file_entries(DEMO_CATALOG, base_url, languages)
+}
+
+/// The demo home's device registry, bound to `base_url` and offered to
+/// automation/1 only (its kinds, `sensor` and `action`, are that
+/// Language's).
+///
+/// # Errors
+/// A message when the file is malformed.
+pub fn demo_home_entries(base_url: &str) -> Result<Vec<StoredEntry>, String> {
+    catalog_file_entries(DEMO_HOME_CATALOG, base_url, &[DEMO_HOME_LANGUAGE.to_owned()])
+}
+
+fn catalog_file_entries(text: &str, base_url: &str, languages: &[String]) -> Result<Vec<StoredEntry>, String> {
+    let file: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
     let items = file.get("entries").and_then(Value::as_array).ok_or("no 'entries' array")?;
     items
         .iter()
@@ -345,6 +370,7 @@ pub async fn start(settings: Settings) -> Result<Server, StartError> {
     }
 
     let mut demo_world_addr = None;
+    let mut demo_hub_key = None;
     let mut demo_sql_outcome = None;
     if settings.demo {
         let listener =
@@ -376,14 +402,28 @@ pub async fn start(settings: Settings) -> Result<Server, StartError> {
             let component = platform.engine().load(crate::bundled::WORKFLOW)?;
             tenant.install_language(crate::service::LanguageSlot::new(component, platform.retention().clone()));
         }
-        // The demo catalog comes from the file; entries an operator stored
-        // for the demo tenant win over it.
+        // So does the bundled automation/1.
+        if tenant.language(DEMO_HOME_LANGUAGE).is_none() {
+            let component = platform.engine().load(crate::bundled::AUTOMATION)?;
+            tenant.install_language(crate::service::LanguageSlot::new(component, platform.retention().clone()));
+        }
+        // The demo catalog and the home come from their files; entries an
+        // operator stored for the demo tenant win over them.
         let offered: Vec<String> =
             std::iter::once(DEMO_CATALOG_LANGUAGE.to_owned()).chain(language_files.names()).collect();
         let mut entries = demo_entries(&format!("http://{addr}"), &offered).map_err(StartError::Demo)?;
+        entries.extend(demo_home_entries(&format!("http://{addr}")).map_err(StartError::Demo)?);
         let stored: Vec<String> = tenant.with_catalog(|c| c.all().map(|s| s.entry.id.clone()).collect());
         entries.retain(|entry| !stored.contains(&entry.entry.id));
         tenant.put_entries(entries);
+        // The home hub's signing key, fresh at each start: the webhook
+        // source `home` is registered for the demo tenant, and the demo
+        // world signs its deliveries with it once the listener is known.
+        let key = hex::encode(rand::random::<[u8; 32]>());
+        let name = format!("{}{DEMO_HOME_SOURCE}", crate::deploy::WEBHOOK_SECRET_PREFIX);
+        let (nonce, sealed) = platform.secrets().seal(&settings.dev_tenant, &name, &key);
+        platform.store().secret_put(&settings.dev_tenant, &name, &nonce, &sealed, now_ms()).await?;
+        demo_hub_key = Some(key);
         demo_world_addr = Some((addr, world));
         if settings.demo_postgres != "off" {
             let outcome = demo_sql(&platform, &tenant, &settings.demo_postgres).await;
@@ -403,6 +443,15 @@ pub async fn start(settings: Settings) -> Result<Server, StartError> {
         .await
         .map_err(|e| StartError::Io(format!("cannot listen on {}: {e}", settings.listen)))?;
     let addr = listener.local_addr().map_err(|e| StartError::Io(e.to_string()))?;
+    // The demo home's hub reports to this listener (over loopback when it
+    // listens on every interface).
+    if let (Some((_, world)), Some(key)) = (&demo_world_addr, demo_hub_key) {
+        let mut events = addr;
+        if events.ip().is_unspecified() {
+            events.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+        }
+        world.connect_hub(format!("http://{events}/events/{}/{DEMO_HOME_SOURCE}", settings.dev_tenant), key);
+    }
     // Without a public URL, this resource is where it really listens (a
     // port of 0 is chosen only now): tokens' `aud` and the resource
     // metadata name that address.

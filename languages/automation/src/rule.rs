@@ -23,7 +23,8 @@ pub const BRANCH: &str = "when";
 pub struct Rule {
     /// The deployment name.
     pub name: String,
-    /// The trigger, when it parsed.
+    /// The trigger, when it parsed; none for a body (a rule run once, or
+    /// what a deployment runs at each firing).
     pub trigger: Option<Trigger>,
     /// The conditions, in order.
     pub conditions: Vec<Condition>,
@@ -310,10 +311,10 @@ impl Parser {
     fn trigger(&mut self, trigger: Option<&Value>) -> Option<Trigger> {
         let shapes = Some(format!("write one of {TRIGGER_SHAPES}"));
         let trigger = match trigger {
-            None => {
-                self.error("bad_trigger", "/trigger", "a rule needs one `trigger`".into(), shapes);
-                return None;
-            }
+            // A rule without a trigger is a body: it runs once, now (an
+            // immediate Run, or a deployment's firing); only deploying it
+            // needs a trigger.
+            None => return None,
             Some(Value::Array(_)) => {
                 self.error(
                     "one_trigger",

@@ -28,6 +28,9 @@ pub fn execute(request: &RunRequest, host: &mut (impl Catalog + Effects)) -> Run
         return failed(Vec::new(), diag::ERROR, message.into());
     }
     let (rule, _) = rule::parse(&request.program);
+    if rule.trigger.is_some() && !request.test_run {
+        return immediate_with_trigger();
+    }
     let input: Value = request.input.as_deref().and_then(|text| serde_json::from_str(text).ok()).unwrap_or_default();
     let event = input.get("event");
     let mut trace = TraceBuilder::new();
@@ -86,6 +89,31 @@ pub fn execute(request: &RunRequest, host: &mut (impl Catalog + Effects)) -> Run
         steps: with_decisions(trace, branch, decisions),
         stats: None,
     }
+}
+
+/// The hint of [`TRIGGER_NEEDS_DEPLOY`]: what to do instead.
+pub const DEPLOY_HINT: &str = "a rule with a trigger runs when deployed: execute with mode \"deploy\", or test it with test_run and input.at (e.g. {\"event\": {\"state\": \"open\"}, \"at\": \"2026-07-14T22:30:00+02:00\"}); to run the actions once now, remove `trigger`";
+
+/// The diagnostic code of an immediate Run of a rule with a trigger.
+pub const TRIGGER_NEEDS_DEPLOY: &str = "trigger_needs_deploy";
+
+/// The refusal of an immediate Run (not a test run) of a rule that has a
+/// trigger: running it once would ignore the trigger and install nothing,
+/// which an agent reads as "deployed" (Part IV §9, "Refuse near-miss
+/// mechanisms loudly"). It is a validation refusal (Part II §6.5.2: outcome
+/// `validation_error` with its diagnostic, nothing run), not a request
+/// error: `mode` itself is valid for automation/1 (Part III §4.4), only
+/// this program cannot run in it.
+fn immediate_with_trigger() -> RunResult {
+    let finding = diag::error_at(
+        TRIGGER_NEEDS_DEPLOY,
+        "/trigger",
+        "this rule has a trigger, so an immediate Run would ignore it and install nothing; nothing ran",
+    );
+    diag::refusal(
+        "a rule with a trigger is not run immediately; nothing ran",
+        &[diag::with_hint(finding, Some(DEPLOY_HINT.into()))],
+    )
 }
 
 /// The branch entry's decisions: the arm taken (first, as the plan–trace
@@ -151,7 +179,7 @@ fn compare(what: &str, found: Option<&Value>, equals: &Value) -> (bool, String) 
 }
 
 /// The installation of a rule `validation` found valid: one trace step,
-/// `install`, and the trigger with the program itself as the body.
+/// `install`, and the trigger with the rule without it as the body.
 pub fn deploy(request: &RunRequest, validation: &Validation) -> DeployResult {
     let errors: Vec<&str> =
         validation.diagnostics.iter().filter(|d| d.severity == Severity::Error).map(|d| d.message.as_str()).collect();
@@ -159,7 +187,9 @@ pub fn deploy(request: &RunRequest, validation: &Validation) -> DeployResult {
     let trigger = match (errors.first(), rule.trigger) {
         (None, Some(trigger)) => trigger,
         (first, _) => {
-            let why = first.copied().unwrap_or("it has no trigger");
+            let why = first.copied().unwrap_or(
+                "it has no `trigger`; add one, e.g. \"trigger\": {\"webhook\": \"home\"}, or run it once with mode \"immediate\"",
+            );
             return DeployResult {
                 result: RunResult {
                     outcome: failure(diag::ERROR, format!("the rule is invalid, nothing was installed: {why}")),
@@ -183,6 +213,19 @@ pub fn deploy(request: &RunRequest, validation: &Validation) -> DeployResult {
     };
     DeployResult {
         result: RunResult { outcome: success(), output: Some(output.to_string()), steps: vec![install], stats: None },
-        installation: Some(Installation { name: rule.name, triggers: vec![trigger], body: request.program.clone() }),
+        installation: Some(Installation { name: rule.name, triggers: vec![trigger], body: body(&request.program) }),
+    }
+}
+
+/// What a deployment runs at each firing: the rule without its `trigger`
+/// (the platform holds the trigger), so the body runs as an immediate Run
+/// without being refused as one that should have been deployed.
+pub fn body(program: &str) -> String {
+    match serde_json::from_str::<Value>(program) {
+        Ok(Value::Object(mut rule)) => {
+            rule.remove("trigger");
+            Value::Object(rule).to_string()
+        }
+        _ => program.to_owned(),
     }
 }

@@ -144,10 +144,12 @@ fn only(program: &str) -> (String, String, Option<String>) {
 }
 
 /// Executes `program` as the host does, with `input`, and checks the trace
-/// against the plan with the platform's correspondence checker.
+/// against the plan with the platform's correspondence checker. Outside a
+/// test run, what runs is the deployed body (the rule without its
+/// trigger), as at a firing.
 fn run(program: &str, input: Value, test_run: bool, host: &mut Fake) -> RunResult {
     let request = RunRequest {
-        program: program.to_owned(),
+        program: if test_run { program.to_owned() } else { run::body(program) },
         input: Some(input.to_string()),
         context: None,
         test_run,
@@ -283,8 +285,11 @@ fn every_code_has_a_bad_and_a_good_case() {
         ("trigger_in_actions", action(json!({"id": "t", "trigger": {"webhook": "home"}}))),
         ("no_alternatives", condition(json!({"id": "either", "or": [{"event": "/state", "equals": "ajar"}]}))),
     ];
-    assert_eq!(cases.len(), CODES.len());
-    for ((code, bad), (declared, _)) in cases.iter().zip(CODES) {
+    // `trigger_needs_deploy` is found at execution, not by the validator
+    // (see `a_rule_with_a_trigger_is_refused_in_an_immediate_run`).
+    let validator_codes: Vec<_> = CODES.iter().filter(|(code, _)| *code != run::TRIGGER_NEEDS_DEPLOY).collect();
+    assert_eq!(cases.len(), validator_codes.len());
+    for ((code, bad), &(declared, _)) in cases.iter().zip(validator_codes) {
         assert_eq!(*code, declared, "cases follow CODES");
         let found = codes(bad);
         assert!(found.contains(&code.to_string()), "{code}: {bad} gave {found:?}");
@@ -495,10 +500,9 @@ fn triggers_map_to_the_platform_vocabulary() {
         only(&variant(|rule| rule["trigger"] = json!({"webhok": "home"}))).2.as_deref(),
         Some("close match: webhook")
     );
-    assert_eq!(
-        only(&variant(|rule| rule.as_object_mut().unwrap().remove("trigger").map(drop).unwrap())).0,
-        "bad_trigger"
-    );
+    // Without a trigger a rule is a body: valid, run once (see
+    // `a_rule_with_a_trigger_is_refused_in_an_immediate_run`).
+    assert!(codes(&variant(|rule| rule.as_object_mut().unwrap().remove("trigger").map(drop).unwrap())).is_empty());
     // The firing's `kind` shape, and a bare cron, get the rule's shape.
     let (code, path, hint) = only(&variant(|rule| rule["trigger"] = json!({"kind": "webhook", "source": "home"})));
     assert_eq!(
@@ -746,7 +750,25 @@ fn deploy_installs_the_trigger_with_the_program_as_body() {
     let installation = deployed.installation.unwrap();
     assert_eq!(installation.name, "porch-at-night");
     assert_eq!(installation.triggers, [Trigger::Webhook("home".into())]);
-    assert_eq!(installation.body, program);
+    // The body is the rule without its trigger: it validates as the
+    // rule does, and runs as the firing's immediate Run.
+    let body: Value = serde_json::from_str(&installation.body).unwrap();
+    let mut expected = porch();
+    expected.as_object_mut().unwrap().remove("trigger");
+    assert_eq!(body, expected);
+    assert!(validate(&installation.body).diagnostics.is_empty());
+    let at = "2026-07-14T22:30:00+02:00";
+    let firing = RunRequest {
+        program: installation.body.clone(),
+        input: Some(door_open_at(at).to_string()),
+        context: None,
+        test_run: false,
+        deploy: false,
+    };
+    let mut night = fake_at(at);
+    let fired = Automation::execute(&firing, &mut night);
+    assert_eq!(fired.outcome, diag::success());
+    assert_eq!(output(&fired)["actions"], json!(["light-on"]));
     assert_eq!(deployed.result.steps.len(), 1);
     assert_eq!((deployed.result.steps[0].id.as_str(), deployed.result.steps[0].calls.as_deref()), ("install", None));
     let output: Value = serde_json::from_str(deployed.result.output.as_deref().unwrap()).unwrap();
@@ -846,4 +868,57 @@ fn the_description_declares_what_the_code_emits() {
     let mut example: Value = serde_json::from_str(example).unwrap();
     example["otherwise"] = json!([]);
     assert_eq!(example, porch());
+}
+
+#[test]
+fn a_rule_with_a_trigger_is_refused_in_an_immediate_run() {
+    let at = "2026-07-14T22:30:00+02:00";
+    let immediate = |program: String, test_run: bool| RunRequest {
+        program,
+        input: Some(door_open_at(at).to_string()),
+        context: None,
+        test_run,
+        deploy: false,
+    };
+    // Bad: mode immediate, not a test run, and a trigger. Refused before
+    // anything runs, with the code, the pointer and a hint naming the
+    // mechanisms to use instead.
+    let mut host = fake_at(at);
+    let refused = Automation::execute(&immediate(porch().to_string(), false), &mut host);
+    assert_eq!((refused.outcome.ok, refused.outcome.status.as_str()), (false, "validation_error"));
+    assert!(refused.steps.is_empty() && host.calls.is_empty(), "nothing ran");
+    let findings: Value = serde_json::from_str(refused.output.as_deref().expect("the diagnostics")).unwrap();
+    assert_eq!(findings.as_array().map(Vec::len), Some(1), "{findings}");
+    assert_eq!(findings[0]["code"], run::TRIGGER_NEEDS_DEPLOY);
+    assert_eq!(findings[0]["severity"], "error");
+    assert_eq!(findings[0]["path"], "/trigger");
+    let hint = findings[0]["hint"].as_str().unwrap();
+    for words in ["mode \"deploy\"", "test_run", "input.at", "remove `trigger`"] {
+        assert!(hint.contains(words), "the hint lacks {words}: {hint}");
+    }
+    // Every trigger kind is refused alike.
+    let scheduled = variant(|rule| rule["trigger"] = json!({"schedule": {"cron": "30 22 * * *", "time_zone": "UTC"}}));
+    assert_eq!(Automation::execute(&immediate(scheduled, false), &mut fake_at(at)).outcome.status, "validation_error");
+
+    // Good: the same rule as a test run runs (the host simulates), and the
+    // rule without its trigger runs once, for real.
+    let mut host = fake_at(at);
+    let tested = Automation::execute(&immediate(porch().to_string(), true), &mut host);
+    assert_eq!(tested.outcome, diag::success());
+    assert_eq!(output(&tested)["took"], "then");
+    let once = variant(|rule| drop(rule.as_object_mut().unwrap().remove("trigger")));
+    let mut host = fake_at(at);
+    let ran = Automation::execute(&immediate(once, false), &mut host);
+    assert_eq!(ran.outcome, diag::success());
+    assert_eq!(host.calls.len(), 2, "the read and the action ran");
+}
+
+#[test]
+fn a_rule_without_a_trigger_is_not_deployed() {
+    let once = variant(|rule| drop(rule.as_object_mut().unwrap().remove("trigger")));
+    let request = RunRequest { program: once, input: None, context: None, test_run: false, deploy: true };
+    let deployed = Automation::deploy(&request, &mut fake_at("2026-07-14T12:00:00Z"));
+    assert!(deployed.installation.is_none());
+    let error = deployed.result.outcome.error.unwrap();
+    assert!(error.contains("nothing was installed") && error.contains("no `trigger`"), "{error}");
 }

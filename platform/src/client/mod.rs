@@ -336,6 +336,13 @@ pub struct RunOptions {
     pub fetch: bool,
     /// How many `catalog_drift` recoveries to attempt.
     pub drift_retries: u32,
+    /// `mode` (`immediate` or `deploy`), required for a Language whose
+    /// `execution` is `both` (Part III §4.4).
+    pub mode: Option<String>,
+    /// `test_run`, where the Language declares `execute.test_run` (Part II
+    /// §6.5.7). The gate still judges the plan: a test run does not make
+    /// a destructive plan safe to approve for deployment.
+    pub test_run: Option<bool>,
 }
 
 /// What happened in one Run of the standard loop.
@@ -731,6 +738,12 @@ impl PilotageClient {
             }
             if let Some(key) = &options.idempotency_key {
                 args["idempotency_key"] = json!(key);
+            }
+            if let Some(mode) = &options.mode {
+                args["mode"] = json!(mode);
+            }
+            if let Some(test_run) = options.test_run {
+                args["test_run"] = json!(test_run);
             }
             let response = self.execute_raw(language, args).await?;
             report.executions.push(response.clone());

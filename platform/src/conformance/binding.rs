@@ -104,6 +104,13 @@ pub struct ClosedSetCases {
 pub struct Binding {
     /// The Language.
     pub language: String,
+    /// Members added to every execute request the runner sends (an
+    /// object), e.g. `{"mode": "immediate"}` for a Language whose
+    /// `execution` is `both`, where `mode` is required (Part III §4.4).
+    /// A closed-set case's own `arguments` win over them;
+    /// PIL-EXECUTE-MODE-MISSING-B sends the valid sample without `mode`.
+    #[serde(default)]
+    pub execute_arguments: Option<Value>,
     /// A program valid at the current catalog, with its input.
     pub valid: Sample,
     /// An invalid program.

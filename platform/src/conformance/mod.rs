@@ -248,12 +248,26 @@ impl<'a> Runner<'a> {
         self.call(&self.execute_tool()?, extra).await
     }
 
+    /// The binding's `execute_arguments` under `args` (members of `args`
+    /// win): the base of every execute request.
+    fn with_execute_arguments(&self, args: Value) -> Value {
+        let mut merged = match &self.binding.execute_arguments {
+            Some(Value::Object(base)) => base.clone(),
+            _ => serde_json::Map::new(),
+        };
+        if let Value::Object(own) = args {
+            merged.extend(own);
+        }
+        Value::Object(merged)
+    }
+
+    /// The arguments of an execute request running `sample`.
     fn sample_args(&self, sample: &binding::Sample) -> Result<Value, String> {
         let mut args = json!({self.argument()?: sample.program});
         if let Some(input) = &sample.input {
             args["input"] = input.clone();
         }
-        Ok(args)
+        Ok(self.with_execute_arguments(args))
     }
 
     async fn closed_sets_body(&self) -> Result<String, String> {
@@ -721,8 +735,12 @@ impl<'a> Runner<'a> {
                 let reference = self.promote().await?;
                 operator.change_load_bearing(&language, &promotion.referenced_entry).await?;
                 let before = operator.effects();
-                let response =
-                    self.execute_ok(json!({"program_ref": reference, "input": promotion.input}), &mut check).await?;
+                let response = self
+                    .execute_ok(
+                        self.with_execute_arguments(json!({"program_ref": reference, "input": promotion.input})),
+                        &mut check,
+                    )
+                    .await?;
                 check.that(
                     response["outcome"]["status"] == "promotion_drift",
                     format!("status {}", response["outcome"]["status"]),
@@ -735,14 +753,17 @@ impl<'a> Runner<'a> {
                 self.expect_error(&mut check, &self.execute_tool()?, args, "invalid_request").await?;
             }
             "PIL-EXECUTE-NO-RUNNABLE-B" => {
-                self.expect_error(&mut check, &self.execute_tool()?, json!({"input": {"x": 1}}), "invalid_request")
-                    .await?;
+                let args = self.with_execute_arguments(json!({"input": {"x": 1}}));
+                self.expect_error(&mut check, &self.execute_tool()?, args, "invalid_request").await?;
             }
             "PIL-EXECUTE-INPUT-BINDING-B" => {
                 let Some(promotion) = &b.promotion else { return Ok(skip("the binding gives no promotion")) };
                 let reference = self.promote().await?;
                 let response = self
-                    .execute_ok(json!({"program_ref": reference, "input": promotion.bad_input}), &mut check)
+                    .execute_ok(
+                        self.with_execute_arguments(json!({"program_ref": reference, "input": promotion.bad_input})),
+                        &mut check,
+                    )
                     .await?;
                 check.that(response["outcome"]["status"] == "validation_error", "status is not validation_error");
                 check.that(
@@ -769,8 +790,11 @@ impl<'a> Runner<'a> {
                 if self.entry.execution != Some(crate::protocol::manifest::ExecutionMode::Both) {
                     return Ok(skip(format!("{language} does not execute both ways, so mode is never required")));
                 }
-                self.expect_error(&mut check, &self.execute_tool()?, self.sample_args(&b.valid)?, "invalid_request")
-                    .await?;
+                let mut args = self.sample_args(&b.valid)?;
+                if let Some(members) = args.as_object_mut() {
+                    members.remove("mode");
+                }
+                self.expect_error(&mut check, &self.execute_tool()?, args, "invalid_request").await?;
             }
             "PIL-EXECUTE-IDEMPOTENT-REPLAY-G" => {
                 let mut args = self.sample_args(&b.valid)?;
@@ -1207,6 +1231,9 @@ impl<'a> Runner<'a> {
             Some(args) => args.clone(),
             None => json!({}),
         };
+        if self.entry.loop_tools.execute.as_deref() == Some(tool.as_str()) {
+            args = self.with_execute_arguments(args);
+        }
         if let Some(program) = &case.program {
             args[self.argument()?] = program.clone();
         }

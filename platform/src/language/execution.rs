@@ -16,7 +16,8 @@ use crate::engine::host::{CallContext, CommitError, Effects, InvokeRefusal, SqlR
 use crate::engine::{CallError, CallKind, Component};
 use crate::protocol::catalog::CatalogEntry;
 use crate::protocol::correspondence;
-use crate::protocol::outcome::{ENGINE_FAULT, ERROR, Outcome, RESOURCE_EXHAUSTED, TIMEOUT};
+use crate::protocol::diagnostic::{CONSTRAINT, Diagnostic, is_valid};
+use crate::protocol::outcome::{ENGINE_FAULT, ERROR, Outcome, RESOURCE_EXHAUSTED, TIMEOUT, VALIDATION_ERROR};
 use crate::protocol::plan::Plan;
 use crate::protocol::trace::{Decision, Trace, TraceLevel, TraceStep};
 
@@ -374,6 +375,11 @@ pub struct Execution {
     /// What a successful deploy-mode Run installs, as the component
     /// declared it (the platform checks the triggers before storing it).
     pub installation: Option<crate::deploy::Installation>,
+    /// The diagnostics of an execution-time refusal: the component
+    /// answered `validation_error` before invoking anything (guest SDK
+    /// `diag::refusal`), so the Run is refused, not started (Part II
+    /// §6.5.2, Part IV §9). `outcome` is then `validation_error`.
+    pub refusal: Option<Vec<Diagnostic>>,
 }
 
 /// Executes a validated program. Never fails: every failure of a started
@@ -523,6 +529,7 @@ fn assess(
                 faults: vec![error.to_string()],
                 fuel,
                 installation: None,
+                refusal: None,
             };
         }
     };
@@ -544,6 +551,7 @@ fn assess(
             faults: vec!["result too large".into()],
             fuel,
             installation: None,
+            refusal: None,
         };
     }
     // Each kind of breach counts once per Run (`host_guarantee_violations`).
@@ -566,6 +574,28 @@ fn assess(
     if description.run_status(&outcome.status).is_none() {
         breached.push(GuaranteeKind::MalformedResult);
         faults.push(format!("run status '{}' is not in the Language's closed set", outcome.status));
+    }
+    // An execution-time refusal: nothing ran, the diagnostics ride
+    // `output` (guest SDK `diag::refusal`).
+    if outcome.status == VALIDATION_ERROR && !request.deploy && faults.is_empty() {
+        match refusal(component, result.output.as_deref(), &steps, &record) {
+            Ok(diagnostics) => {
+                return Execution {
+                    trace: Trace { run_id: request.run_id.to_owned(), level: TraceLevel::Full, steps, stats: None },
+                    outcome,
+                    output: None,
+                    invocations: record.invocations,
+                    faults,
+                    fuel,
+                    installation: None,
+                    refusal: Some(diagnostics),
+                };
+            }
+            Err(problem) => {
+                breached.push(GuaranteeKind::MalformedResult);
+                faults.push(problem);
+            }
+        }
     }
     let output = match result.output.map(|text| serde_json::from_str::<Value>(&text)) {
         Some(Ok(value)) => Some(value),
@@ -637,6 +667,7 @@ fn assess(
             faults,
             fuel,
             installation: None,
+            refusal: None,
         };
     }
     if exhausted {
@@ -662,6 +693,37 @@ fn assess(
         faults,
         fuel,
         installation: None,
+        refusal: None,
+    }
+}
+
+/// The diagnostics of an execution-time refusal, or why it is not one the
+/// host can stand behind: it must have invoked nothing, run no statement,
+/// reported no trace step, and carry at least one error-severity
+/// diagnostic as its `output` (a JSON array). Codes the Language does not
+/// declare are rewritten to `constraint`, as in validation.
+fn refusal(
+    component: &Component,
+    output: Option<&str>,
+    steps: &[TraceStep],
+    record: &RunRecord,
+) -> Result<Vec<Diagnostic>, String> {
+    if !steps.is_empty() || !record.invocations.is_empty() || !record.statements.is_empty() {
+        return Err("it answered validation_error (a refusal) after running steps".into());
+    }
+    let mut diagnostics: Vec<Diagnostic> = output
+        .and_then(|text| serde_json::from_str(text).ok())
+        .ok_or("it answered validation_error without its diagnostics as output")?;
+    if !is_valid(&diagnostics) {
+        for diagnostic in &mut diagnostics {
+            if !component.description().declares_code(&diagnostic.code) {
+                tracing::warn!(language = %component.description().name, code = %diagnostic.code, "undeclared diagnostic code of a refusal rewritten to 'constraint'");
+                diagnostic.code = CONSTRAINT.to_owned();
+            }
+        }
+        Ok(diagnostics)
+    } else {
+        Err("it answered validation_error without an error diagnostic".into())
     }
 }
 

@@ -9,7 +9,11 @@
 //! 4. input and context binding;
 //! 5. execution: claim the idempotency key (owned by this process under a
 //!    renewed lease, `idempotency.rs`), run under bounds, record the run
-//!    durably when retained, then respond.
+//!    durably when retained, then respond. A component may still refuse
+//!    before invoking anything, when the program cannot run in the mode
+//!    asked (a check `validate` cannot make, not knowing the mode): the
+//!    answer is then a refused Run, `validation_error` with the
+//!    component's diagnostics (Part IV §9, `language::execution`).
 //!
 //! Invariant: refused Runs (`validation_error`, `catalog_drift`,
 //! `promotion_drift`) have no side effects, are never stored, and never
@@ -489,8 +493,15 @@ pub async fn execute(context: &Context, slot: &Arc<LanguageSlot>, raw: &Value) -
     };
     drop(slot_guard);
     observe_outcome(context, &language, &run_id, &response.outcome.status);
+    // A Run the component refused holds no key (refused Runs have no
+    // effects and may be retried with the same key once corrected).
+    let refused_by_component = response.outcome.status == VALIDATION_ERROR;
     let response = serde_json::to_value(&response).unwrap_or(Value::Null);
-    if let Some((key, _, _)) = &idempotency {
+    if let Some((key, _, _)) = &idempotency
+        && refused_by_component
+    {
+        let _ = context.platform.store().idempotency_release(&principal.tenant, &principal.subject, key, &run_id).await;
+    } else if let Some((key, _, _)) = &idempotency {
         let recorded = context
             .platform
             .store()
@@ -665,6 +676,22 @@ async fn run(
     .await
     .map_err(|e| request_error(RequestErrorKind::Internal, format!("the Run could not be started: {e}")))?;
     let mut execution = execution;
+    // The component refused before invoking anything (an execution-time
+    // validation refusal, Part II §6.5.2 and Part IV §9): a refused Run,
+    // never stored, with its diagnostics; a firing's refusal is retained
+    // like its other refusals.
+    if let Some(diagnostics) = execution.refusal.take()
+        && !mode.firing
+    {
+        run_span.record("pilotage.outcome.status", execution.outcome.status.as_str());
+        return Ok(ExecuteResponse {
+            run_id: run_id.to_owned(),
+            outcome: execution.outcome,
+            output: None,
+            diagnostics: Some(diagnostics),
+            trace: None,
+        });
+    }
     if mode.deploy && execution.outcome.ok {
         // The installation Run succeeds only once the platform has stored
         // what it installs (Part II §6.5.7: the outcome describes

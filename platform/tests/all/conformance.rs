@@ -1,9 +1,10 @@
-//! The specification's 54 conformance vectors, bound to both shipped
-//! Languages and run through the real HTTP endpoint on both backends, and
+//! The specification's 54 conformance vectors, bound to every bundled
+//! Language and run through the real HTTP endpoint on both backends, and
 //! the completeness gate of Part IV §4.2 for each Language.
 //!
-//! workflow/v1 runs as the demo tenant; side effects are the calls its
-//! capability service counts. sql/postgres-15 runs as a second tenant,
+//! workflow/v1 and automation/1 run as the demo tenant; side effects are
+//! the calls its capability service counts (automation/1's catalog is the
+//! demo home). sql/postgres-15 runs as a second tenant,
 //! [`SQL_TENANT`], at `/t/conformance/mcp`: its data source is a role that
 //! reads the demo sales tables and writes a scratch schema (Part IV §4.3:
 //! a real database, not a substitute), and every row a Run writes there is
@@ -366,6 +367,23 @@ async fn run_workflow_vectors(backend: Backend) {
     server.stop().await;
 }
 
+async fn run_automation_vectors(backend: Backend) {
+    let server = conformance_server(backend, "PT1H", false).await;
+    let operator = InProcess { server: &server, edits: AtomicU64::new(0) };
+    let connection = Connection::http(&server.mcp_url(), None).await.unwrap();
+    let binding = binding("automation.json");
+    let runner = Runner::new(&connection, &binding, schema_document(), Some(&operator)).await.unwrap();
+    assert_results(backend, &runner.run_all(&vectors()).await, AUTOMATION_PASSED);
+    connection.close().await;
+    server.stop().await;
+}
+
+/// The vectors automation/1 passes: all 54 but the two client-target
+/// ones, the five its binding lists as unreachable, and the four that do
+/// not apply to it (it declares `catalog.changed_since` and
+/// `execute.test_run`, has no `context_schema`, retains runs).
+const AUTOMATION_PASSED: usize = 43;
+
 async fn run_sql_vectors(backend: Backend) {
     let server = conformance_server(backend, "PT1H", true).await;
     let world = SqlWorld::attach(&server).await;
@@ -417,6 +435,31 @@ async fn the_vectors_pass_for_workflow_on_sqlite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_vectors_pass_for_workflow_on_postgres() {
     run_workflow_vectors(Backend::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_vectors_pass_for_automation_on_sqlite() {
+    run_automation_vectors(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_vectors_pass_for_automation_on_postgres() {
+    run_automation_vectors(Backend::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_reachable_automation_closed_set_member_has_a_good_and_a_bad_case() {
+    let server = conformance_server(Backend::Sqlite, "PT1H", false).await;
+    let operator = InProcess { server: &server, edits: AtomicU64::new(0) };
+    let connection = Connection::http(&server.mcp_url(), None).await.unwrap();
+    let binding = binding("automation.json");
+    let runner = Runner::new(&connection, &binding, schema_document(), Some(&operator)).await.unwrap();
+    let (codes, statuses) = declared_sets(&server.platform.tenant("demo").unwrap(), "automation/1");
+    assert!(codes.iter().any(|code| code == "trigger_needs_deploy"), "{codes:?}");
+    let gaps = runner.completeness(&codes, &statuses).await;
+    assert!(gaps.is_empty(), "the completeness gate found gaps:\n{}", gaps.join("\n"));
+    connection.close().await;
+    server.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,7 +10,7 @@ async fn demo_passes(backend: Backend) {
     let report = pilotage_platform::demo::run(settings, &mut output).await.expect("the demo runs");
     let text = String::from_utf8_lossy(&output);
     assert!(report.succeeded(), "the demo failed:\n{text}");
-    assert!(report.passed.len() >= 19, "only {} checks ran:\n{text}", report.passed.len());
+    assert!(report.passed.len() >= 28, "only {} checks ran:\n{text}", report.passed.len());
     for words in [
         "close match: cap_read_user_profile",
         "catalog_drift",
@@ -20,6 +20,41 @@ async fn demo_passes(backend: Backend) {
         "rows_matched",
     ] {
         assert!(text.contains(words), "the story never says '{words}':\n{text}");
+    }
+    automation_story_happened(&report, &text);
+}
+
+/// The automation story of issue 14 happened, each check passed: the
+/// destructive draft stopped at the gate, the immediate Run refused, the
+/// test runs at 14:03 and 22:30, the deploy, the door opening at night
+/// delivered and firing the rule, the light really on, the firing's trace
+/// fetched.
+fn automation_story_happened(report: &pilotage_platform::demo::DemoReport, text: &str) {
+    for check in [
+        "front_door.unlock is destructive",
+        "the destructive plan (front_door.unlock) needed approval and was not sent",
+        "an immediate Run of a rule with a trigger is refused",
+        "at 14:03 the rule skips, and the decision names the clock",
+        "at 22:30 the light would turn on: the step is marked simulated and the home is unchanged",
+        "the rule is installed behind its webhook trigger",
+        "the platform accepted the signed delivery (202) and it fires the rule",
+        "the rule fired and the porch light is really on (brightness 80)",
+        "the fetched trace shows the decision at 22:41 and the real call of porch_light.turn_on",
+    ] {
+        assert!(
+            report.passed.iter().any(|passed| passed.contains(check)),
+            "the automation story never passed '{check}':\n{text}"
+        );
+    }
+    for words in [
+        "automation/1",
+        "trigger_needs_deploy",
+        "because after-22 is false: it is 14:03 in Europe/Paris",
+        "simulated true",
+        "22:41 in Paris",
+        "\"porch-at-night\"",
+    ] {
+        assert!(text.contains(words), "the automation story never says '{words}':\n{text}");
     }
 }
 
@@ -44,7 +79,8 @@ async fn without_postgres_the_demo_says_so_and_runs_the_rest() {
     assert!(report.succeeded(), "{text}");
     assert!(text.contains("PostgreSQL is unreachable at 127.0.0.1:1"), "{text}");
     assert!(text.contains("the SQL story is skipped"), "{text}");
-    assert!(report.passed.len() >= 14, "{text}");
+    assert!(report.passed.len() >= 23, "{text}");
+    automation_story_happened(&report, &text);
 }
 
 fn pilotage(args: &[&str]) -> std::process::Output {

@@ -176,7 +176,31 @@ async fn every_tool_declares_its_schemas_signposts_and_program_declaration() {
                 assert!(description.contains("Trace-fetch stage") && description.contains("workflow/v1"))
             }
             "promote_workflow" => assert!(description.contains("not a loop stage")),
+            // The bundled automation/1 (no promotion).
+            "validate_automation" => {
+                assert!(description.contains("Validate stage") && description.contains("automation/1"))
+            }
+            "run_automation" => {
+                assert!(description.contains("Execute stage") && description.contains("automation/1"))
+            }
+            "trace_automation" => {
+                assert!(description.contains("Trace-fetch stage") && description.contains("automation/1"))
+            }
             other => panic!("unexpected tool {other}"),
+        }
+        if ["validate_automation", "run_automation"].contains(&tool.name.as_ref()) {
+            let declaration =
+                &tool.meta.as_ref().expect("program-valued tools carry _meta").0["io.github.jafarsa0/pilotage"];
+            assert_eq!(declaration, &json!({"argument": "rule", "language": "automation/1"}));
+        }
+        if tool.name == "run_automation" {
+            // execution both, test_run declared: the reserved members are in
+            // the schema, typed only (Part III §4.4, §4.6).
+            let properties = &tool.input_schema["properties"];
+            assert_eq!(properties["mode"]["type"], "string", "{properties}");
+            assert!(properties["mode"].get("enum").is_none());
+            assert_eq!(properties["test_run"]["type"], "boolean", "{properties}");
+            assert_eq!(tool.annotations.as_ref().unwrap().destructive_hint, Some(true), "front_door.unlock");
         }
         if ["validate_workflow", "run_workflow", "promote_workflow"].contains(&tool.name.as_ref()) {
             let declaration =

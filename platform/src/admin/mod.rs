@@ -734,8 +734,12 @@ async fn secrets_put(
 ) -> ApiResult {
     admin.may(&tenant)?;
     live_tenant(&state, &tenant).await?;
-    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
-        return Err(ApiError::field("name", "letters, digits, '_' and '-'"));
+    // ':' separates a trigger source's kind from its name: the deployment
+    // runtime reads a webhook source's key from `webhook:<source>` and a
+    // broker's settings from `mqtt:<broker>` (docs/architecture.md
+    // "Deployments").
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | ':')) {
+        return Err(ApiError::field("name", "letters, digits, '_', '-' and ':'"));
     }
     let request: SecretBody = parse_json(&body)?;
     let (nonce, sealed) = state.platform.secrets().seal(&tenant, &name, &request.value);

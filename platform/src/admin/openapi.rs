@@ -136,7 +136,7 @@ pub fn document() -> Value {
                 "get": op("List secret names (values are never returned)", &with(&[("200", "the names")]), None, &["tenant"])
             },
             "/tenants/{tenant}/secrets/{name}": {
-                "put": op("Store a secret, encrypted at rest", &with(&[("200", "stored")]), json_body("Secret"), &["tenant", "name"]),
+                "put": op("Store a secret, encrypted at rest; a name is letters, digits, '_', '-' and ':' (`webhook:<source>` is a webhook source's signing key, `mqtt:<broker>` a broker's settings)", &with(&[("200", "stored")]), json_body("Secret"), &["tenant", "name"]),
                 "delete": op("Delete a secret", &with(&[("204", "deleted")]), None, &["tenant", "name"])
             },
             "/tenants/{tenant}/runs": {

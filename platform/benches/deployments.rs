@@ -90,6 +90,7 @@ async fn run() {
     mqtt(&server, &mut arrivals, deliveries).await;
     schedule(&server, &mut arrivals, ticks).await;
     server.stop().await;
+    let _ = std::fs::remove_dir_all(data_dir());
 
     due_cost().await;
 }
@@ -98,8 +99,12 @@ async fn run() {
 // The server, the recording capability and the deployments
 // ---------------------------------------------------------------------------
 
+fn data_dir() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("pilotage-bench-deployments-{}", std::process::id()))
+}
+
 async fn start_server() -> Server {
-    let data_dir = std::env::temp_dir().join(format!("pilotage-bench-deployments-{}", std::process::id()));
+    let data_dir = data_dir();
     let _ = std::fs::remove_dir_all(&data_dir);
     let settings = Settings {
         listen: "127.0.0.1:0".parse().expect("an address"),

@@ -92,9 +92,17 @@ pub async fn scheduler(platform: Platform, shutdown: CancellationToken) {
         let now = deployments.clock().now_ms();
         match platform.store().deployments_due(now, DUE_BATCH).await {
             Ok(rows) => {
-                for row in rows {
+                // Every due tick is taken (or lost to another replica)
+                // before the store is read again: a tick whose advance had
+                // not landed yet would be read as due again at once, and
+                // tried again, until it did.
+                let taken = futures::future::join_all(rows.into_iter().map(|row| take_tick(&platform, row, now)));
+                for tick in taken.await.into_iter().flatten() {
                     let platform = platform.clone();
-                    tokio::spawn(async move { take_tick(platform, row, now).await });
+                    tokio::spawn(async move {
+                        let TakenTick { deployment, instance, trigger, event, at, due } = tick;
+                        fire(&platform, &deployment, &instance, trigger, event, at, due).await;
+                    });
                 }
             }
             Err(error) => tracing::warn!(%error, "cannot read due deployments"),
@@ -109,15 +117,26 @@ pub async fn scheduler(platform: Platform, shutdown: CancellationToken) {
     }
 }
 
-/// Takes one due tick of a deployment (if no other replica did) and fires
-/// it.
-async fn take_tick(platform: Platform, row: crate::store::DeploymentRow, now: i64) {
-    let Some(due) = row.next_due else { return };
+/// A schedule tick this replica took, to fire.
+struct TakenTick {
+    deployment: Deployment,
+    instance: String,
+    trigger: Option<Trigger>,
+    event: Value,
+    at: i64,
+    /// The tick's due time (the firing delay is measured from it).
+    due: i64,
+}
+
+/// Takes one due tick of a deployment: moves its `next_due` on, unless
+/// another replica did first (then none).
+async fn take_tick(platform: &Platform, row: crate::store::DeploymentRow, now: i64) -> Option<TakenTick> {
+    let due = row.next_due?;
     let deployment = match Deployment::from_row(row) {
         Ok(deployment) => deployment,
         Err(error) => {
             tracing::error!(%error, "a stored deployment does not decode");
-            return;
+            return None;
         }
     };
     let schedules = deployment.schedules();
@@ -131,10 +150,10 @@ async fn take_tick(platform: Platform, row: crate::store::DeploymentRow, now: i6
     let row = &deployment.row;
     match platform.store().deployment_advance(&row.tenant, &row.name, row.version, due, next).await {
         Ok(true) => {}
-        Ok(false) => return,
+        Ok(false) => return None,
         Err(error) => {
             tracing::warn!(%error, deployment = %row.name, "cannot take a due tick");
-            return;
+            return None;
         }
     }
     let trigger = deployment
@@ -147,8 +166,8 @@ async fn take_tick(platform: Platform, row: crate::store::DeploymentRow, now: i6
     if late {
         event["late"] = Value::Bool(true);
     }
-    let clock = platform.deployments().clock().now_ms();
-    fire(&platform, &deployment, &format!("schedule:{tick}"), trigger, event, clock, tick).await;
+    let at = platform.deployments().clock().now_ms();
+    Some(TakenTick { deployment, instance: format!("schedule:{tick}"), trigger, event, at, due: tick })
 }
 
 /// Fires `deployment` for one trigger instance (`schedule:<tick>`,

@@ -5,7 +5,10 @@
 //! the other within a second, with `tools/list_changed` and one
 //! `catalog_version`; killing the replica that opened a session does not
 //! end it; concurrent identical idempotent executes spread over replicas
-//! make one execution.
+//! make one execution; a deployed per-second schedule fires each tick once
+//! (one firing, one invocation) and goes on from the survivor when the
+//! replica that fired last is killed; a signed webhook delivery sent to
+//! both replicas fires once (issue 15).
 //!
 //! haproxy is the Debian package; when it is missing the tests install it
 //! (`.ci/run` does too), as the interop tests install the SDK clients.
@@ -576,4 +579,390 @@ async fn killing_the_replica_that_opened_a_session_does_not_end_it() {
         .unwrap();
     assert_eq!(left, 0, "the session's runs ended with it");
     drop(balancer);
+}
+
+// ---------------------------------------------------------------------------
+// Deployments across replicas (issue 15): a schedule tick and a webhook
+// delivery fire once fleet-wide.
+// ---------------------------------------------------------------------------
+
+const DEPLOYER: &str = "deployer/v1";
+
+/// The signing key of the webhook source `hooks` in the webhook test.
+const HOOKS_KEY: &str = "fleet-hooks-signing-key";
+
+fn now_ms() -> i64 {
+    pilotage_platform::operations::now_ms()
+}
+
+/// What a recording capability received: each invocation's input and when
+/// it arrived (ms since the Unix epoch), in arrival order.
+#[derive(Clone, Default)]
+struct Recorded(Arc<std::sync::Mutex<Vec<(Value, i64)>>>);
+
+impl Recorded {
+    fn all(&self) -> Vec<(Value, i64)> {
+        self.0.lock().unwrap().clone()
+    }
+
+    /// Invocations per value of the firing's `event[field]` (a schedule
+    /// tick's `due`, a webhook body's `n`).
+    fn by_event(&self, field: &str) -> std::collections::BTreeMap<String, u64> {
+        let mut counts = std::collections::BTreeMap::new();
+        for (input, _) in self.all() {
+            *counts.entry(input["input"]["event"][field].to_string()).or_default() += 1;
+        }
+        counts
+    }
+}
+
+/// A capability service that records every invocation ([`Recorded`]); its
+/// URL (POST).
+async fn recording_service() -> (String, Recorded) {
+    let recorded = Recorded::default();
+    let recorder = recorded.clone();
+    let router = axum::Router::new().route(
+        "/record",
+        axum::routing::post(move |axum::Json(input): axum::Json<Value>| {
+            let recorder = recorder.clone();
+            async move {
+                let mut calls = recorder.0.lock().unwrap();
+                calls.push((input, now_ms()));
+                axum::Json(json!({"recorded": calls.len()}))
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/record", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    (url, recorded)
+}
+
+/// An admin API request to `base` (a replica or the balancer), its status
+/// and JSON answer.
+async fn admin_at(base: &str, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+    let mut request = reqwest::Client::new().request(method, format!("{base}/admin/v1{path}")).bearer_auth(ADMIN_TOKEN);
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// Installs deployer/v1 in the demo tenant through `base`, with a write
+/// capability `cap_record` bound to `record_url`.
+async fn install_deployer(base: &str, record_url: &str) {
+    let deployer = std::fs::read(concat!(env!("PILOTAGE_GUEST_DIR"), "/deployer.wasm")).unwrap();
+    let response = reqwest::Client::new()
+        .post(format!("{base}/admin/v1/tenants/demo/languages"))
+        .bearer_auth(ADMIN_TOKEN)
+        .header("content-type", "application/wasm")
+        .body(deployer)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
+    let record = json!({"id": "cap_record", "kind": "capability", "name": "cap_record",
+        "description": "Records that a deployment fired.", "input_schema": {"type": "object"}, "risk": "write",
+        "risk_hints": {"readOnly": false, "destructive": false, "openWorld": false},
+        "binding": {"url": record_url, "timeout_ms": 5000}});
+    let (status, report) =
+        admin_at(base, reqwest::Method::POST, "/tenants/demo/catalog/apply", Some(json!({"entries": [record]}))).await;
+    assert_eq!(status, 200, "{report}");
+}
+
+/// Waits until the replica at `mcp_url` validates `program` (it holds
+/// deployer/v1 and `cap_record`), so a firing there finds both.
+async fn until_valid(mcp_url: &str, program: &Value) {
+    let deadline = Instant::now() + OPERATOR_WAIT;
+    loop {
+        if let Ok(connection) = Connection::http(mcp_url, None).await
+            && let Ok(client) = pilotage_platform::client::PilotageClient::discover(connection).await
+            && let Ok(validation) = client.validate(DEPLOYER, program, None).await
+            && validation.valid
+        {
+            client.close().await;
+            return;
+        }
+        assert!(Instant::now() < deadline, "{mcp_url} does not validate {program} within {OPERATOR_WAIT:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Deploys `program` through `mcp_url` (the balancer).
+async fn deploy(mcp_url: &str, program: &Value) -> Value {
+    let connection = Connection::http(mcp_url, None).await.unwrap();
+    let client = pilotage_platform::client::PilotageClient::discover(connection).await.unwrap();
+    let deployed = client.execute_raw(DEPLOYER, json!({"program": program, "mode": "deploy"})).await.unwrap();
+    client.close().await;
+    assert!(deployed.outcome.ok, "{:?}", deployed.outcome);
+    deployed.output.unwrap()
+}
+
+/// The tick (ms) of a schedule firing's instance `schedule:<ms>`.
+fn tick(firing: &pilotage_platform::store::FiringRow) -> i64 {
+    firing.instance.strip_prefix("schedule:").and_then(|ms| ms.parse().ok()).unwrap_or_else(|| panic!("{firing:?}"))
+}
+
+/// The due instant a schedule firing's event carries, as the recorder
+/// keys it.
+fn due_key(tick_ms: i64) -> String {
+    Value::String(pilotage_platform::deploy::rfc3339(tick_ms)).to_string()
+}
+
+/// Polls the store until `name` has at least `count` firings satisfying
+/// `counted`; all its firings, newest first.
+async fn until_firings(
+    store: &pilotage_platform::store::Store,
+    name: &str,
+    count: usize,
+    counted: impl Fn(&pilotage_platform::store::FiringRow) -> bool,
+) -> Vec<pilotage_platform::store::FiringRow> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let firings = store.firings_of("demo", name, 10_000).await.unwrap();
+        if firings.iter().filter(|firing| counted(firing)).count() >= count {
+            return firings;
+        }
+        assert!(Instant::now() < deadline, "{name}: fewer than {count} firings in 30 s: {firings:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until every tick of `firings` but those in `lost` reached the
+/// recorder, then checks nothing was invoked twice and nothing was invoked
+/// without a firing.
+async fn invoked_once_each(
+    store: &pilotage_platform::store::Store,
+    name: &str,
+    firings: &[pilotage_platform::store::FiringRow],
+    recorded: &Recorded,
+    lost: &BTreeSet<i64>,
+) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let calls = recorded.by_event("due");
+        let missing: Vec<i64> =
+            firings.iter().map(tick).filter(|t| !lost.contains(t) && !calls.contains_key(&due_key(*t))).collect();
+        if missing.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "ticks claimed but never invoked: {missing:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let calls = recorded.by_event("due");
+    // Read after the calls: every invoked tick has its firing by now.
+    let claimed: BTreeSet<String> =
+        store.firings_of("demo", name, 10_000).await.unwrap().iter().map(|f| due_key(tick(f))).collect();
+    for (due, count) in &calls {
+        assert_eq!(*count, 1, "the tick {due} invoked the capability {count} times");
+        assert!(claimed.contains(due), "the tick {due} invoked the capability without a firing");
+    }
+}
+
+/// A `pilotage serve` replica and its instance id (the `owner` of the
+/// firings it claims), read from its start-up log.
+async fn named_replica(data_dir: &std::path::Path, database_url: &str) -> (Process, String) {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_pilotage"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--demo-postgres", "off", "--admin-token", ADMIN_TOKEN])
+        .args(["--database-url", database_url])
+        .arg("--data-dir")
+        .arg(data_dir)
+        // Info everywhere: with a per-target directive
+        // (`warn,pilotage_platform::server=info`) a second replica on the
+        // same database was seen not to log its instance line.
+        .env("PILOTAGE_LOG", "info")
+        .env("NO_COLOR", "1")
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    // The log line and the announcement are written by different writers:
+    // either may come first.
+    let (mut instance, mut url): (Option<String>, Option<String>) = (None, None);
+    let mut seen = Vec::new();
+    while instance.is_none() || url.is_none() {
+        let wait = if url.is_some() { Duration::from_secs(10) } else { Duration::from_secs(120) };
+        let line = tokio::time::timeout(wait, lines.next_line())
+            .await
+            .unwrap_or_else(|_| panic!("the replica starts and logs its instance id: {seen:?}"))
+            .expect("stderr is readable")
+            .unwrap_or_else(|| panic!("the replica says where it listens and logs its instance id: {seen:?}"));
+        seen.push(line.clone());
+        if let Some(at) = line.find("inst_") {
+            instance = Some(line[at..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect());
+        }
+        if let Some(announced) = line.strip_prefix("Pilotage Platform: MCP at ") {
+            url = Some(announced.to_owned());
+        }
+    }
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let addr = url.unwrap_or_default().trim_start_matches("http://").trim_end_matches("/mcp").parse().unwrap();
+    (Process { child, addr }, instance.unwrap_or_default())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_per_second_schedule_fires_each_tick_once_across_replicas_and_goes_on_when_one_is_killed() {
+    pilotage_platform::install_crypto_provider();
+    let database_url = crate::endpoint::postgres_schema().await;
+    let data_dir = std::env::temp_dir().join(unique("pilotage-fleet"));
+    // One after the other: the first creates the shared secrets.
+    let mut processes = vec![named_replica(&data_dir, &database_url).await];
+    processes.push(named_replica(&data_dir, &database_url).await);
+    let instances: Vec<String> = processes.iter().map(|(_, instance)| instance.clone()).collect();
+    assert_ne!(instances[0], instances[1]);
+    let balancer = Balancer::start(&processes.iter().map(|(p, _)| p.addr).collect::<Vec<_>>()).await;
+    let (record_url, recorded) = recording_service().await;
+    install_deployer(&balancer.base, &record_url).await;
+    let name = "every-second";
+    let program = json!({"name": name, "steps": [{"id": "record", "calls": "cap_record"}],
+        "triggers": [{"schedule": {"cron": "* * * * * *", "time_zone": "UTC"}}]});
+    for (process, _) in &processes {
+        until_valid(&format!("http://{}/mcp", process.addr), &program).await;
+    }
+    let store = pilotage_platform::store::Store::connect(&database_url).await.unwrap();
+
+    // Deployed through the balancer; no tick before the deploy fires.
+    let deploying = now_ms();
+    let output = deploy(&balancer.mcp_url(), &program).await;
+    assert_eq!(output["deployment"], name);
+    let firings = until_firings(&store, name, 5, |_| true).await;
+    for firing in &firings {
+        assert!(tick(firing) > deploying, "a tick before the deploy fired: {firing:?}");
+        assert_eq!(tick(firing) % 1000, 0, "{firing:?}");
+        assert!(instances.contains(&firing.owner), "{firing:?}");
+    }
+    invoked_once_each(&store, name, &firings, &recorded, &BTreeSet::new()).await;
+    let owners: BTreeSet<&str> = firings.iter().map(|f| f.owner.as_str()).collect();
+    eprintln!("{} ticks before the kill, claimed by {owners:?}", firings.len());
+
+    // SIGKILL the replica that claimed the newest tick.
+    let newest = store.firings_of("demo", name, 1).await.unwrap().remove(0);
+    let killed = instances.iter().position(|instance| *instance == newest.owner).unwrap();
+    processes[killed].0.child.start_kill().unwrap();
+    processes[killed].0.child.wait().await.unwrap();
+    let killed_at = now_ms();
+    let survivor = &instances[1 - killed];
+
+    // Later ticks fire, each once, from the survivor.
+    let firings = until_firings(&store, name, 3, |firing| tick(firing) > killed_at).await;
+    for firing in firings.iter().filter(|firing| firing.claimed_at > killed_at) {
+        assert_eq!(&firing.owner, survivor, "a firing claimed after the kill: {firing:?}");
+    }
+    // A tick the killed replica had claimed but not yet run is lost (the
+    // documented cost of a kill), never run twice.
+    let lost: BTreeSet<i64> = firings
+        .iter()
+        .filter(|firing| firing.owner == instances[killed] && firing.claimed_at > killed_at - 2_000)
+        .map(tick)
+        .filter(|t| !recorded.by_event("due").contains_key(&due_key(*t)))
+        .collect();
+    assert!(lost.len() <= 1, "{lost:?}");
+
+    // Disabled through the balancer's admin API: no later tick fires.
+    let path = format!("/tenants/demo/deployments/{name}/disable");
+    let (status, view) = admin_at(&balancer.base, reqwest::Method::POST, &path, None).await;
+    assert_eq!(status, 200, "{view}");
+    let disabled_at = now_ms();
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let firings = store.firings_of("demo", name, 10_000).await.unwrap();
+    assert!(firings.iter().all(|firing| tick(firing) <= disabled_at), "a disabled deployment fired: {firings:?}");
+    invoked_once_each(&store, name, &firings, &recorded, &lost).await;
+    assert_eq!(recorded.all().len() + lost.len(), firings.len(), "one invocation per firing");
+    eprintln!("{} ticks in all, {} lost to the kill", firings.len(), lost.len());
+    drop(balancer);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_webhook_delivery_sent_to_both_replicas_fires_once() {
+    let fleet = Fleet::start(2, "PT1H").await;
+    let (record_url, recorded) = recording_service().await;
+    install_deployer(&fleet.balancer.base, &record_url).await;
+    // The source is registered as the secret `webhook:hooks`; a name the
+    // admin API does not take is refused.
+    let (status, answer) = admin_at(
+        &fleet.balancer.base,
+        reqwest::Method::PUT,
+        "/tenants/demo/secrets/webhook:hooks",
+        Some(json!({"value": HOOKS_KEY})),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    let (status, _) = admin_at(
+        &fleet.balancer.base,
+        reqwest::Method::PUT,
+        "/tenants/demo/secrets/webhook%20hooks",
+        Some(json!({"value": HOOKS_KEY})),
+    )
+    .await;
+    assert!((400..500).contains(&status), "{status}");
+    let name = "on-hook";
+    let program =
+        json!({"name": name, "steps": [{"id": "record", "calls": "cap_record"}], "triggers": [{"webhook": "hooks"}]});
+    for replica in 0..2 {
+        until_valid(&format!("{}/mcp", fleet.base(replica)), &program).await;
+    }
+    let output = deploy(&fleet.balancer.mcp_url(), &program).await;
+    assert_eq!(output["deployment"], name);
+    let store = fleet.replicas[0].platform.store();
+
+    let delivery = |base: String, body: &'static str, timestamp: i64, key: &'static str| async move {
+        let signature = pilotage_platform::deploy::webhook::sign(key.as_bytes(), timestamp, body.as_bytes());
+        reqwest::Client::new()
+            .post(format!("{base}/events/demo/hooks"))
+            .header("content-type", "application/json")
+            .header(pilotage_platform::deploy::webhook::TIMESTAMP_HEADER, timestamp.to_string())
+            .header(pilotage_platform::deploy::webhook::SIGNATURE_HEADER, signature)
+            .body(body)
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    };
+    // The same delivery to both replicas at once: one accepts it, the other
+    // refuses it as a replay.
+    let sent = now_ms() / 1000;
+    let (first, second) = tokio::join!(
+        delivery(fleet.base(0), r#"{"n": 1}"#, sent, HOOKS_KEY),
+        delivery(fleet.base(1), r#"{"n": 1}"#, sent, HOOKS_KEY)
+    );
+    let mut statuses = [first, second];
+    statuses.sort();
+    assert_eq!(statuses, [202, 409]);
+    until_firings(store, name, 1, |_| true).await;
+    // Sent again later, through the balancer: still a replay.
+    assert_eq!(delivery(fleet.balancer.base.clone(), r#"{"n": 1}"#, sent, HOOKS_KEY).await, 409);
+    // Polarities: a wrong key, a stale timestamp, an unregistered source.
+    assert_eq!(delivery(fleet.base(0), r#"{"n": 9}"#, sent, "another key").await, 401);
+    assert_eq!(delivery(fleet.base(1), r#"{"n": 9}"#, sent - 400, HOOKS_KEY).await, 401);
+    let unregistered = reqwest::Client::new()
+        .post(format!("{}/events/demo/elsewhere", fleet.base(0)))
+        .header(pilotage_platform::deploy::webhook::TIMESTAMP_HEADER, sent.to_string())
+        .header(pilotage_platform::deploy::webhook::SIGNATURE_HEADER, "sha256=00")
+        .body(r#"{"n": 9}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unregistered.status(), 404);
+    // Another delivery fires again, once.
+    assert_eq!(delivery(fleet.balancer.base.clone(), r#"{"n": 2}"#, now_ms() / 1000, HOOKS_KEY).await, 202);
+    let firings = until_firings(store, name, 2, |_| true).await;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while recorded.all().len() < 2 {
+        assert!(Instant::now() < deadline, "the firings did not invoke cap_record: {firings:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Nothing more arrives: one invocation per accepted delivery.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let firings = store.firings_of("demo", name, 100).await.unwrap();
+    assert_eq!(firings.len(), 2, "{firings:?}");
+    assert!(firings.iter().all(|firing| firing.instance.starts_with("webhook:")), "{firings:?}");
+    let expected: std::collections::BTreeMap<String, u64> = [("1".to_owned(), 1), ("2".to_owned(), 1)].into();
+    assert_eq!(recorded.by_event("n"), expected, "{:?}", recorded.all());
+    fleet.stop().await;
 }

@@ -1,4 +1,4 @@
-//! Deployments, their firings and webhook deliveries (migration 8; Part
+//! Deployments, their firings and webhook deliveries (migrations 8 and 9; Part
 //! II §6.5.7, docs/architecture.md "Deployments"). Claims are rows with a
 //! primary key: an insert that conflicts lost the claim, so each trigger
 //! instance fires once however many replicas share the database.

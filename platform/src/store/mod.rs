@@ -212,6 +212,11 @@ fn migrator(backend: Backend) -> Migrator {
             migration(6, "components", include_str!("../../../migrations/sqlite/0006_components.sql")),
             migration(7, "fleet", include_str!("../../../migrations/sqlite/0007_fleet.sql")),
             migration(8, "deployments", include_str!("../../../migrations/sqlite/0008_deployments.sql")),
+            migration(
+                9,
+                "firings by deployment",
+                include_str!("../../../migrations/sqlite/0009_firings_by_deployment.sql"),
+            ),
         ],
         Backend::Postgres => vec![
             migration(
@@ -234,6 +239,11 @@ fn migrator(backend: Backend) -> Migrator {
             migration(6, "components", include_str!("../../../migrations/postgres/0006_components.sql")),
             migration(7, "fleet", include_str!("../../../migrations/postgres/0007_fleet.sql")),
             migration(8, "deployments", include_str!("../../../migrations/postgres/0008_deployments.sql")),
+            migration(
+                9,
+                "firings by deployment",
+                include_str!("../../../migrations/postgres/0009_firings_by_deployment.sql"),
+            ),
         ],
     };
     Migrator { migrations: Cow::Owned(migrations), ..Migrator::DEFAULT }

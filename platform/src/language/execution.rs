@@ -130,6 +130,11 @@ pub struct RunRecord {
     /// The step whose statement failed once the Run's wall time was used
     /// up (the data source stopped it at the deadline), if any.
     pub stopped_at_deadline: Option<String>,
+    /// The step whose invocation returned after the Run's wall time was
+    /// used up, if any: the host's own clock check, which does not depend
+    /// on the engine's epoch ticker getting CPU time (a starved ticker
+    /// would let such a Run end as a success).
+    pub invoked_past_deadline: Option<String>,
 }
 
 /// The effects of one Run: containment, authorization at execution time,
@@ -235,7 +240,11 @@ impl Effects for RunEffects {
         }
         let t_ms = elapsed.as_millis() as u64;
         let parsed_input = serde_json::from_str(input).unwrap_or(Value::Null);
+        let past_deadline = self.deadline.is_some_and(|deadline| Instant::now() >= deadline);
         if let Ok(mut record) = self.record.lock() {
+            if past_deadline && record.invoked_past_deadline.is_none() {
+                record.invoked_past_deadline = Some(step_id.to_owned());
+            }
             record.invocations.push(Invocation {
                 step_id: step_id.to_owned(),
                 entry_id: entry_id.to_owned(),
@@ -683,6 +692,20 @@ fn assess(
     if let Some(step) = &record.stopped_at_deadline {
         metrics.bound_trip(CallLabel::Execution, BoundKind::Deadline);
         outcome = deadline_outcome(bounds.execution.wall_time_ms, step);
+    } else if let Some(step) = &record.invoked_past_deadline
+        && ![TIMEOUT, ENGINE_FAULT, RESOURCE_EXHAUSTED].contains(&outcome.status.as_str())
+    {
+        // The component went on after an invocation that ended past the
+        // Run's deadline (the engine did not stop it in time): the Run
+        // still reached its wall-time bound (Part II §10.1).
+        metrics.bound_trip(CallLabel::Execution, BoundKind::Deadline);
+        outcome = Outcome::failure(
+            TIMEOUT,
+            format!(
+                "the Run reached its wall-time bound of {} ms: the invocation of step {step} ended after it",
+                bounds.execution.wall_time_ms
+            ),
+        );
     }
     let output = if outcome.ok { output } else { None };
     Execution {

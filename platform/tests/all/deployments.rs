@@ -253,6 +253,30 @@ async fn await_firings(
     firings(server, name).await
 }
 
+const METRICS_TOKEN: &str = "metrics-token-for-tests";
+
+/// Settings of a dev-auth server (demo tenant, SQLite or PostgreSQL) with
+/// the admin API on and deployer/v1 served from its file.
+async fn deployer_settings(backend: crate::endpoint::Backend) -> pilotage_platform::config::Settings {
+    let mut settings = crate::endpoint::settings(backend).await;
+    settings.admin_token = Some(crate::tenancy::ADMIN_TOKEN.to_owned());
+    settings.languages = vec![std::path::PathBuf::from(concat!(env!("PILOTAGE_GUEST_DIR"), "/deployer.wasm"))];
+    settings
+}
+
+/// The server's metrics exposition.
+async fn metrics(server: &pilotage_platform::server::Server) -> String {
+    reqwest::Client::new()
+        .get(format!("http://{}/metrics", server.addr))
+        .bearer_auth(METRICS_TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
 async fn dev_admin(
     server: &pilotage_platform::server::Server,
     method: reqwest::Method,
@@ -271,10 +295,8 @@ async fn dev_admin(
 /// missed while the server was down fires once, late.
 async fn operated_fired_and_restarted(backend: crate::endpoint::Backend) {
     let broker = Broker::start();
-    let mut settings = crate::endpoint::settings(backend).await;
-    settings.admin_token = Some(crate::tenancy::ADMIN_TOKEN.to_owned());
-    settings.metrics_token = Some("metrics-token-for-tests".to_owned());
-    settings.languages = vec![std::path::PathBuf::from(concat!(env!("PILOTAGE_GUEST_DIR"), "/deployer.wasm"))];
+    let mut settings = deployer_settings(backend).await;
+    settings.metrics_token = Some(METRICS_TOKEN.to_owned());
     let server = crate::endpoint::server(settings.clone()).await;
     let demo = format!("http://{}", server.demo_world.as_ref().unwrap().0);
     let key = b"door-key-0123456789";
@@ -404,15 +426,7 @@ async fn operated_fired_and_restarted(backend: crate::endpoint::Backend) {
     };
     assert_eq!(flagged, 3, "webhook, MQTT and schedule firings each invoked cap_flag_order once");
     // The metrics moved with what happened.
-    let exposition = reqwest::Client::new()
-        .get(format!("http://{}/metrics", server.addr))
-        .bearer_auth("metrics-token-for-tests")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let exposition = metrics(&server).await;
     for line in [
         "pilotage_firings_total{result=\"failed\",trigger=\"webhook\"} 1",
         "pilotage_firings_total{result=\"failed\",trigger=\"mqtt\"} 1",
@@ -502,9 +516,7 @@ async fn operated_fired_and_restarted_on_postgres() {
 /// the next day's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn schedules_across_daylight_saving_changes() {
-    let mut settings = crate::endpoint::settings(crate::endpoint::Backend::Sqlite).await;
-    settings.admin_token = Some(crate::tenancy::ADMIN_TOKEN.to_owned());
-    settings.languages = vec![std::path::PathBuf::from(concat!(env!("PILOTAGE_GUEST_DIR"), "/deployer.wasm"))];
+    let settings = deployer_settings(crate::endpoint::Backend::Sqlite).await;
     let server = crate::endpoint::server(settings).await;
     let clock = server.platform.deployments().clock().clone();
     let client = PilotageClient::discover(Connection::http(&server.mcp_url(), None).await.unwrap()).await.unwrap();
@@ -545,10 +557,8 @@ async fn schedules_across_daylight_saving_changes() {
 /// firings past it (counted in the metrics).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quotas_bound_deployments_and_firings() {
-    let mut settings = crate::endpoint::settings(crate::endpoint::Backend::Sqlite).await;
-    settings.admin_token = Some(crate::tenancy::ADMIN_TOKEN.to_owned());
-    settings.metrics_token = Some("metrics-token-for-tests".to_owned());
-    settings.languages = vec![std::path::PathBuf::from(concat!(env!("PILOTAGE_GUEST_DIR"), "/deployer.wasm"))];
+    let mut settings = deployer_settings(crate::endpoint::Backend::Sqlite).await;
+    settings.metrics_token = Some(METRICS_TOKEN.to_owned());
     let server = crate::endpoint::server(settings).await;
     let quotas = json!({"quotas": {"max_deployments": 1, "max_firings_per_minute": 2}});
     let (status, body) = dev_admin(&server, reqwest::Method::PATCH, "/tenants/demo", Some(quotas)).await;
@@ -577,15 +587,7 @@ async fn quotas_bound_deployments_and_firings() {
     }
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert_eq!(firings(&server, "bell").await.len(), 2, "the third ring within a minute is dropped");
-    let exposition = reqwest::Client::new()
-        .get(format!("http://{}/metrics", server.addr))
-        .bearer_auth("metrics-token-for-tests")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let exposition = metrics(&server).await;
     assert!(exposition.lines().any(|l| l == "pilotage_firings_total{result=\"dropped\",trigger=\"webhook\"} 1"));
     assert!(exposition.lines().any(|l| l == "pilotage_firings_total{result=\"ok\",trigger=\"webhook\"} 2"));
     client.close().await;

@@ -50,6 +50,8 @@ use pilotage_platform::store::{Store, TenantRow};
 use serde_json::{Value, json};
 use tokio::runtime::Runtime;
 
+mod pg_schema;
+
 const ENTRIES: usize = 100_000;
 const CLASSES: usize = 20;
 const TENANT: &str = "demo";
@@ -100,11 +102,7 @@ fn principal(scopes: &[String]) -> Principal {
 /// A database prepared for one backend, and how to clean it up.
 struct Prepared {
     settings: Settings,
-    postgres_schema: Option<(String, String)>,
-}
-
-fn postgres_url() -> String {
-    std::env::var("PILOTAGE_TEST_POSTGRES").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+    postgres_schema: Option<String>,
 }
 
 async fn prepare(backend: &str) -> Result<Prepared, String> {
@@ -112,20 +110,9 @@ async fn prepare(backend: &str) -> Result<Prepared, String> {
     let _ = std::fs::remove_dir_all(&data_dir);
     let mut postgres_schema = None;
     let database_url = if backend == "postgres" {
-        use sqlx::Connection as _;
-        let schema = format!("pilotage_bench_catalog_{}", std::process::id());
-        let mut connection = sqlx::PgConnection::connect(&postgres_url()).await.map_err(|e| e.to_string())?;
-        sqlx::query(sqlx::AssertSqlSafe(format!("DROP SCHEMA IF EXISTS {schema} CASCADE")))
-            .execute(&mut connection)
-            .await
-            .map_err(|e| e.to_string())?;
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-            .execute(&mut connection)
-            .await
-            .map_err(|e| e.to_string())?;
-        let separator = if postgres_url().contains('?') { '&' } else { '?' };
-        postgres_schema = Some((postgres_url(), schema.clone()));
-        Some(format!("{}{separator}options=-c%20search_path%3D{schema}", postgres_url()))
+        let (url, schema) = pg_schema::fresh("catalog").await?;
+        postgres_schema = Some(schema);
+        Some(url)
     } else {
         None
     };
@@ -161,19 +148,8 @@ async fn prepare(backend: &str) -> Result<Prepared, String> {
 }
 
 async fn cleanup(prepared: Prepared) {
-    if let Some((url, schema)) = prepared.postgres_schema {
-        use sqlx::Connection as _;
-        match sqlx::PgConnection::connect(&url).await {
-            Ok(mut connection) => {
-                if let Err(error) = sqlx::query(sqlx::AssertSqlSafe(format!("DROP SCHEMA IF EXISTS {schema} CASCADE")))
-                    .execute(&mut connection)
-                    .await
-                {
-                    eprintln!("could not drop schema {schema}: {error}");
-                }
-            }
-            Err(error) => eprintln!("could not drop schema {schema}: {error}"),
-        }
+    if let Some(schema) = prepared.postgres_schema {
+        pg_schema::drop(&schema).await;
     }
     let _ = std::fs::remove_dir_all(&prepared.settings.data_dir);
 }

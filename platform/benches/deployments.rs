@@ -46,6 +46,8 @@ use pilotage_platform::store::{DeploymentRow, Store};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+mod pg_schema;
+
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -388,42 +390,12 @@ async fn due_cost() {
     let sqlite = format!("sqlite:{}", folder.join("due.db").display());
     due_cost_on("sqlite", &sqlite).await;
     let _ = std::fs::remove_dir_all(&folder);
-    match fresh_postgres_schema().await {
+    match pg_schema::fresh("due").await {
         Ok((url, schema)) => {
             due_cost_on("postgres", &url).await;
-            drop_schema(&schema).await;
+            pg_schema::drop(&schema).await;
         }
         Err(error) => println!("deployments_due on postgres skipped: {error}"),
-    }
-}
-
-fn postgres_server() -> String {
-    std::env::var("PILOTAGE_TEST_POSTGRES").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
-}
-
-async fn fresh_postgres_schema() -> Result<(String, String), String> {
-    use sqlx::Connection;
-    let server = postgres_server();
-    let schema = format!("pilotage_bench_due_{}", std::process::id());
-    let mut connection = sqlx::PgConnection::connect(&server).await.map_err(|e| e.to_string())?;
-    sqlx::query(sqlx::AssertSqlSafe(format!("DROP SCHEMA IF EXISTS {schema} CASCADE")))
-        .execute(&mut connection)
-        .await
-        .map_err(|e| e.to_string())?;
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-        .execute(&mut connection)
-        .await
-        .map_err(|e| e.to_string())?;
-    let separator = if server.contains('?') { '&' } else { '?' };
-    Ok((format!("{server}{separator}options=-c%20search_path%3D{schema}"), schema))
-}
-
-async fn drop_schema(schema: &str) {
-    use sqlx::Connection;
-    if let Ok(mut connection) = sqlx::PgConnection::connect(&postgres_server()).await {
-        let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP SCHEMA IF EXISTS {schema} CASCADE")))
-            .execute(&mut connection)
-            .await;
     }
 }
 

@@ -48,7 +48,7 @@
 pub mod analyze;
 pub mod codes;
 pub mod describe;
-pub mod entry_id;
+pub use sql_entry_id as entry_id;
 pub mod execute;
 pub mod params;
 pub mod program;

@@ -1,0 +1,436 @@
+//! The operator commands (`tenant`, `catalog`, `datasource`, `deployment`,
+//! `secret`, `language publish`): each drives the admin API (`/admin/v1`)
+//! of a running server.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand};
+use serde_json::Value;
+
+use crate::output::{print_json, say};
+
+#[derive(Args)]
+pub(crate) struct AdminArgs<C: Subcommand> {
+    /// The server's base URL.
+    #[arg(long, env = "PILOTAGE_SERVER", default_value = "http://127.0.0.1:8480", global = true)]
+    server: String,
+    /// The operator token (or a bearer token with an admin scope).
+    #[arg(long, env = "PILOTAGE_ADMIN_TOKEN", global = true)]
+    admin_token: Option<String>,
+    #[command(subcommand)]
+    command: C,
+}
+
+#[derive(Subcommand)]
+pub(crate) enum TenantCommand {
+    /// Create a tenant.
+    Create {
+        /// The tenant id.
+        id: String,
+        /// A display name.
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// List tenants.
+    List,
+    /// Show a tenant.
+    Get {
+        /// The tenant id.
+        id: String,
+    },
+    /// Disable a tenant (its agents are refused).
+    Disable {
+        /// The tenant id.
+        id: String,
+    },
+    /// Enable a tenant.
+    Enable {
+        /// The tenant id.
+        id: String,
+    },
+    /// Delete a tenant and everything it owns.
+    Delete {
+        /// The tenant id.
+        id: String,
+    },
+    /// Upload a Language component for a tenant (alias of `language publish`).
+    Publish {
+        /// The tenant id.
+        id: String,
+        /// The component file.
+        component: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum CatalogCommand {
+    /// Make a tenant's catalog exactly the entries of a JSON file
+    /// (`{"entries": [...]}` or an array); reports added, modified, removed.
+    Apply {
+        /// The tenant.
+        tenant: String,
+        /// The file.
+        file: PathBuf,
+    },
+    /// List a tenant's catalog entries.
+    Ls {
+        /// The tenant.
+        tenant: String,
+    },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum DatasourceCommand {
+    /// Register (or replace) a PostgreSQL data source for a Language; the
+    /// database is introspected into the tenant's catalog.
+    Add {
+        /// The tenant.
+        tenant: String,
+        /// The data source's name.
+        name: String,
+        /// postgres://user:password@host:port/database (sealed at rest).
+        #[arg(long, env = "PILOTAGE_DATASOURCE_URL")]
+        url: String,
+        /// A schema to expose (repeatable; at least one).
+        #[arg(long = "schema", required = true)]
+        schemas: Vec<String>,
+        /// The Language.
+        #[arg(long, default_value = "sql/postgres-15")]
+        language: String,
+        /// SCOPE=schema[.relation]: only callers holding SCOPE see it
+        /// (repeatable).
+        #[arg(long = "visible-to")]
+        visibility: Vec<String>,
+    },
+    /// List a tenant's data sources.
+    Ls {
+        /// The tenant.
+        tenant: String,
+    },
+    /// Introspect a data source now and print the catalog change.
+    Refresh {
+        /// The tenant.
+        tenant: String,
+        /// The data source's name.
+        name: String,
+    },
+    /// Detach a data source and remove its catalog entries.
+    Rm {
+        /// The tenant.
+        tenant: String,
+        /// The data source's name.
+        name: String,
+    },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum DeploymentCommand {
+    /// List a tenant's deployments.
+    Ls {
+        /// The tenant.
+        tenant: String,
+    },
+    /// Show one deployment, its body and its latest firings.
+    Get {
+        /// The tenant.
+        tenant: String,
+        /// The deployment's name.
+        name: String,
+        /// How many firings to show.
+        #[arg(long, default_value_t = 20)]
+        firings: u32,
+    },
+    /// Stop a deployment's triggers.
+    Disable {
+        /// The tenant.
+        tenant: String,
+        /// The deployment's name.
+        name: String,
+    },
+    /// Resume a deployment's triggers (missed schedule ticks never fire).
+    Enable {
+        /// The tenant.
+        tenant: String,
+        /// The deployment's name.
+        name: String,
+    },
+    /// Remove a deployment.
+    Rm {
+        /// The tenant.
+        tenant: String,
+        /// The deployment's name.
+        name: String,
+    },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum SecretCommand {
+    /// Store a secret, sealed at rest.
+    Set {
+        /// The tenant.
+        tenant: String,
+        /// The secret's name (e.g. webhook:home, mqtt:house).
+        name: String,
+        /// The value (prefer the environment variable: it stays out of
+        /// the shell's history).
+        #[arg(long, env = "PILOTAGE_SECRET_VALUE", hide_env_values = true)]
+        value: String,
+    },
+    /// List a tenant's secret names (never their values).
+    Ls {
+        /// The tenant.
+        tenant: String,
+    },
+    /// Delete a secret.
+    Rm {
+        /// The tenant.
+        tenant: String,
+        /// The secret's name.
+        name: String,
+    },
+}
+
+/// A small client of the admin API.
+pub(crate) struct AdminClient {
+    http: reqwest::Client,
+    base: String,
+    token: Option<String>,
+}
+
+impl AdminClient {
+    fn new(server: &str, token: Option<&str>) -> AdminClient {
+        pilotage_client::install_crypto_provider();
+        AdminClient {
+            http: reqwest::Client::new(),
+            base: format!("{}/admin/v1", server.trim_end_matches('/')),
+            token: token.map(str::to_owned),
+        }
+    }
+
+    async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+        content_type: &str,
+    ) -> Result<Value> {
+        let mut request = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            request = request.header("content-type", content_type).body(body);
+        }
+        let response = request.send().await.with_context(|| format!("cannot reach {}", self.base))?;
+        let status = response.status();
+        let text = response.text().await.unwrap_or_default();
+        let value: Value =
+            if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap_or(Value::String(text)) };
+        if !status.is_success() {
+            // A refused upload: its lint findings as lines, not nested JSON.
+            if let Some(findings) = refusal_findings(&value) {
+                let message = value["error"]["message"].as_str().unwrap_or_default();
+                bail!("{status}: {message}\n{findings}");
+            }
+            bail!("{status}: {}", serde_json::to_string_pretty(&value).unwrap_or_default());
+        }
+        Ok(value)
+    }
+
+    async fn json(&self, method: reqwest::Method, path: &str, body: &Value) -> Result<Value> {
+        self.send(method, path, Some(serde_json::to_vec(body)?), "application/json").await
+    }
+}
+
+pub(crate) async fn publish(server: &str, token: Option<&str>, tenant: &str, component: &std::path::Path) -> Result<ExitCode> {
+    let bytes = std::fs::read(component).with_context(|| format!("cannot read {}", component.display()))?;
+    let client = AdminClient::new(server, token);
+    eprint!("uploading {} ({} KiB) to tenant {tenant}… ", component.display(), bytes.len() / 1024);
+    let started = std::time::Instant::now();
+    let result = client
+        .send(reqwest::Method::POST, &format!("/tenants/{tenant}/languages"), Some(bytes), "application/wasm")
+        .await;
+    match result {
+        Ok(value) => {
+            eprintln!("done in {} ms (compiled, described, linted)", started.elapsed().as_millis());
+            print_json(&value)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(error) => {
+            eprintln!("refused");
+            Err(error)
+        }
+    }
+}
+
+/// The lint findings of a refused upload's body, one per line as
+/// `pilotage language check` prints them, or `None` when the body has none.
+pub(crate) fn refusal_findings(body: &Value) -> Option<String> {
+    let findings = body["error"]["findings"].as_array().filter(|f| !f.is_empty())?;
+    let lines: Vec<String> = findings
+        .iter()
+        .map(|f| {
+            let text = |name: &str| f[name].as_str().unwrap_or_default().to_owned();
+            format!("  {} [{}] {}\n    fix: {}", text("severity"), text("rule"), text("message"), text("fix"))
+        })
+        .collect();
+    Some(lines.join("\n"))
+}
+
+pub(crate) async fn tenant_command(args: AdminArgs<TenantCommand>) -> Result<ExitCode> {
+    let client = AdminClient::new(&args.server, args.admin_token.as_deref());
+    let value = match args.command {
+        TenantCommand::Create { id, name } => {
+            let mut body = serde_json::json!({"id": id});
+            if let Some(name) = name {
+                body["name"] = Value::String(name);
+            }
+            client.json(reqwest::Method::POST, "/tenants", &body).await?
+        }
+        TenantCommand::List => client.send(reqwest::Method::GET, "/tenants", None, "").await?,
+        TenantCommand::Get { id } => client.send(reqwest::Method::GET, &format!("/tenants/{id}"), None, "").await?,
+        TenantCommand::Disable { id } => {
+            client
+                .json(reqwest::Method::PATCH, &format!("/tenants/{id}"), &serde_json::json!({"disabled": true}))
+                .await?
+        }
+        TenantCommand::Enable { id } => {
+            client
+                .json(reqwest::Method::PATCH, &format!("/tenants/{id}"), &serde_json::json!({"disabled": false}))
+                .await?
+        }
+        TenantCommand::Delete { id } => {
+            client.send(reqwest::Method::DELETE, &format!("/tenants/{id}"), None, "").await?
+        }
+        TenantCommand::Publish { id, component } => {
+            return publish(&args.server, args.admin_token.as_deref(), &id, &component).await;
+        }
+    };
+    if !value.is_null() {
+        print_json(&value)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) async fn datasource_command(args: AdminArgs<DatasourceCommand>) -> Result<ExitCode> {
+    let client = AdminClient::new(&args.server, args.admin_token.as_deref());
+    let value = match args.command {
+        DatasourceCommand::Add { tenant, name, url, schemas, language, visibility } => {
+            let mut rules = serde_json::Map::new();
+            for rule in visibility {
+                let Some((scope, relation)) = rule.split_once('=') else {
+                    bail!("--visible-to {rule}: use SCOPE=schema or SCOPE=schema.relation");
+                };
+                let scopes = rules.entry(relation.to_owned()).or_insert_with(|| Value::Array(Vec::new()));
+                if let Value::Array(scopes) = scopes {
+                    scopes.push(Value::String(scope.to_owned()));
+                }
+            }
+            let body = serde_json::json!({"url": url, "schemas": schemas, "language": language, "visibility": rules});
+            client.json(reqwest::Method::PUT, &format!("/tenants/{tenant}/data-sources/{name}"), &body).await?
+        }
+        DatasourceCommand::Ls { tenant } => {
+            client.send(reqwest::Method::GET, &format!("/tenants/{tenant}/data-sources"), None, "").await?
+        }
+        DatasourceCommand::Refresh { tenant, name } => {
+            let path = format!("/tenants/{tenant}/data-sources/{name}/refresh");
+            client.send(reqwest::Method::POST, &path, None, "").await?
+        }
+        DatasourceCommand::Rm { tenant, name } => {
+            client.send(reqwest::Method::DELETE, &format!("/tenants/{tenant}/data-sources/{name}"), None, "").await?
+        }
+    };
+    if !value.is_null() {
+        print_json(&value)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) async fn deployment_command(args: AdminArgs<DeploymentCommand>) -> Result<ExitCode> {
+    let client = AdminClient::new(&args.server, args.admin_token.as_deref());
+    let (method, path) = match args.command {
+        DeploymentCommand::Ls { tenant } => (reqwest::Method::GET, format!("/tenants/{tenant}/deployments")),
+        DeploymentCommand::Get { tenant, name, firings } => {
+            (reqwest::Method::GET, format!("/tenants/{tenant}/deployments/{name}?firings={firings}"))
+        }
+        DeploymentCommand::Disable { tenant, name } => {
+            (reqwest::Method::POST, format!("/tenants/{tenant}/deployments/{name}/disable"))
+        }
+        DeploymentCommand::Enable { tenant, name } => {
+            (reqwest::Method::POST, format!("/tenants/{tenant}/deployments/{name}/enable"))
+        }
+        DeploymentCommand::Rm { tenant, name } => {
+            (reqwest::Method::DELETE, format!("/tenants/{tenant}/deployments/{name}"))
+        }
+    };
+    let value = client.send(method, &path, None, "").await?;
+    if !value.is_null() {
+        print_json(&value)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) async fn secret_command(args: AdminArgs<SecretCommand>) -> Result<ExitCode> {
+    let client = AdminClient::new(&args.server, args.admin_token.as_deref());
+    let value = match args.command {
+        SecretCommand::Set { tenant, name, value } => {
+            let body = serde_json::json!({"value": value});
+            client.json(reqwest::Method::PUT, &format!("/tenants/{tenant}/secrets/{name}"), &body).await?
+        }
+        SecretCommand::Ls { tenant } => {
+            client.send(reqwest::Method::GET, &format!("/tenants/{tenant}/secrets"), None, "").await?
+        }
+        SecretCommand::Rm { tenant, name } => {
+            client.send(reqwest::Method::DELETE, &format!("/tenants/{tenant}/secrets/{name}"), None, "").await?
+        }
+    };
+    if !value.is_null() {
+        print_json(&value)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) async fn catalog_command(args: AdminArgs<CatalogCommand>) -> Result<ExitCode> {
+    let client = AdminClient::new(&args.server, args.admin_token.as_deref());
+    match args.command {
+        CatalogCommand::Apply { tenant, file } => {
+            let value = read_json(&file)?;
+            let body = match value {
+                Value::Array(entries) => serde_json::json!({"entries": entries}),
+                other => other,
+            };
+            print_json(&client.json(reqwest::Method::POST, &format!("/tenants/{tenant}/catalog/apply"), &body).await?)?;
+        }
+        CatalogCommand::Ls { tenant } => {
+            let mut after: Option<String> = None;
+            loop {
+                let path = match &after {
+                    Some(after) => format!("/tenants/{tenant}/catalog/entries?after={after}"),
+                    None => format!("/tenants/{tenant}/catalog/entries"),
+                };
+                let page = client.send(reqwest::Method::GET, &path, None, "").await?;
+                for entry in page["entries"].as_array().cloned().unwrap_or_default() {
+                    say!(
+                        "{}\t{}\t{}\t{}",
+                        entry["id"].as_str().unwrap_or(""),
+                        entry["kind"].as_str().unwrap_or(""),
+                        entry["risk"].as_str().unwrap_or(""),
+                        entry["name"].as_str().unwrap_or("")
+                    );
+                }
+                match page["next_after"].as_str() {
+                    Some(next) => after = Some(next.to_owned()),
+                    None => break,
+                }
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) fn read_json(path: &PathBuf) -> Result<Value> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))
+}

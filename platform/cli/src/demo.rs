@@ -1,0 +1,683 @@
+//! The main job: `pilotage demo` starts the platform on the embedded
+//! default (SQLite, the bundled Languages, the demo tenant and its
+//! capability service) and drives the reference client through the spec's
+//! own scenarios, saying what happens at each step. Every step checks what
+//! the spec requires; the demo fails when any step does not behave so.
+//!
+//! Scenarios: the Part III §9.3–9.4 workflow (a typo caught with the
+//! close-match hint, corrected, executed, its trace fetched again by
+//! `run_id`); a branching workflow whose trace shows the decision; a stale
+//! `catalog_version` refused with `catalog_drift` and recovered; a
+//! destructive plan stopped at the Host gate; and the Part I story on
+//! PostgreSQL (`sql/postgres-15` over the demo sales database: a wrong
+//! column caught with its hint, the read-only plan, `rows_matched` in the
+//! trace), or a clear note when PostgreSQL cannot be reached; and the
+//! automation story of issue 14 on `automation/1` and the demo home (a
+//! draft rule that also unlocks the door stopped at the Host gate, test
+//! runs at 14:03 and 22:30 whose decisions name the clock and whose light
+//! step is simulated, the deploy, the door opening at night as a signed
+//! webhook delivery, the firing that really lights the porch, and its Run
+//! fetched by `run_id`).
+
+use std::io::Write;
+
+use serde_json::{Value, json};
+
+use pilotage_client::gate::Refuse;
+use pilotage_client::{ClientError, Connection, PilotageClient, RunOptions};
+use pilotage_server::settings::Settings;
+use pilotage_server::start::{Server, StartError, start};
+
+/// What the demo saw.
+#[derive(Debug, Default)]
+pub struct DemoReport {
+    /// Steps that behaved as the spec says.
+    pub passed: Vec<String>,
+    /// Steps that did not, with what happened.
+    pub failed: Vec<String>,
+}
+
+impl DemoReport {
+    /// Whether every step behaved.
+    pub fn succeeded(&self) -> bool {
+        self.failed.is_empty() && !self.passed.is_empty()
+    }
+}
+
+/// Occurs when the demo cannot run at all.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DemoError {
+    /// Occurs when the server does not start.
+    #[error(transparent)]
+    Start(#[from] StartError),
+    /// Occurs when the client loses the server.
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    /// Occurs when the output cannot be written.
+    #[error("cannot write the demo's output: {0}")]
+    Output(#[from] std::io::Error),
+}
+
+struct Narrator<'o> {
+    out: &'o mut dyn Write,
+    report: DemoReport,
+}
+
+impl Narrator<'_> {
+    fn say(&mut self, text: &str) -> std::io::Result<()> {
+        writeln!(self.out, "{text}")
+    }
+
+    fn check(&mut self, what: &str, holds: bool, detail: impl std::fmt::Display) -> std::io::Result<()> {
+        if holds {
+            writeln!(self.out, "   ✓ {what}")?;
+            self.report.passed.push(what.to_owned());
+        } else {
+            writeln!(self.out, "   ✗ {what}: {detail}")?;
+            self.report.failed.push(format!("{what}: {detail}"));
+        }
+        Ok(())
+    }
+}
+
+fn indent(value: &Value) -> String {
+    serde_json::to_string_pretty(value)
+        .unwrap_or_default()
+        .lines()
+        .map(|line| format!("     {line}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn typo_program() -> Value {
+    json!({
+        "steps": [{"id": "profile", "kind": "call", "capability": "cap_read_user_profil", "with": {"user_id": "$.input.userId"}}],
+        "output": {"name": "$.steps.profile.output.name"}
+    })
+}
+
+/// Runs the demo against a freshly started server and writes the story to
+/// `out`.
+///
+/// # Errors
+/// [`DemoError`] when the server cannot start or the client loses it;
+/// scenario failures are in the report.
+pub async fn run(settings: Settings, out: &mut dyn Write) -> Result<DemoReport, DemoError> {
+    let server = start(settings, &pilotage_bundled::ALL).await?;
+    let result = scenarios(&server, out).await;
+    server.stop().await;
+    result
+}
+
+async fn scenarios(server: &Server, out: &mut dyn Write) -> Result<DemoReport, DemoError> {
+    let mut n = Narrator { out, report: DemoReport::default() };
+    let url = server.mcp_url();
+    n.say(&format!("Pilotage Platform demo: the server is up at {url} (SQLite, demo tenant, bundled Languages)."))?;
+    if let Some((addr, _)) = &server.demo_world {
+        n.say(&format!("The demo capability service (profiles, orders, outbox) answers at http://{addr}.\n"))?;
+    }
+
+    // 1. Discover.
+    n.say("1. Discover: the agent connects and asks for the manifest first.")?;
+    let connection = Connection::http(&url, None).await?;
+    n.check(
+        "the server declares the Pilotage extension at initialize",
+        connection.declares_extension(),
+        "no extension",
+    )?;
+    let welcome = connection.instructions().unwrap_or_default();
+    n.check("the welcome text sends the agent to pilotage_manifest", welcome.contains("pilotage_manifest"), &welcome)?;
+    let inline = connection.inline_manifest();
+    let mut client = PilotageClient::discover(connection).await?;
+    let languages: Vec<String> = client.manifest().languages.iter().map(|l| l.name.clone()).collect();
+    n.say(&format!("   The manifest lists: {}.", languages.join(", ")))?;
+    n.check(
+        "the inline manifest equals the manifest tool's",
+        inline.as_ref() == Some(client.manifest()),
+        "they differ",
+    )?;
+
+    // 2. Learn.
+    n.say("\n2. Learn: read the core guide of workflow/v1 before writing anything.")?;
+    let core = client.core_guide("workflow/v1").await?;
+    n.say(&format!("   '{}' ({} bytes).", core.title, core.size_bytes))?;
+    n.check("the core guide is small (at most 8 KiB)", core.size_bytes <= 8192, core.size_bytes)?;
+
+    // 3. Lookup.
+    n.say("\n3. Lookup: which capabilities can a workflow call?")?;
+    let page = client.catalog_list("workflow/v1", None, None).await?;
+    for entry in &page.items {
+        n.say(&format!("   {} [{}] {}", entry.id, entry.risk, entry.name))?;
+    }
+    n.say(&format!("   catalog_version {}", page.catalog_version))?;
+
+    // 4. Validate with a typo, fix it from the hint.
+    n.say("\n4. Validate the spec's example (Part III §9.3), typo included: cap_read_user_profil.")?;
+    let mut program = typo_program();
+    let first = client.validate("workflow/v1", &program, None).await?;
+    n.say(&indent(&serde_json::to_value(&first.diagnostics).unwrap_or_default()))?;
+    let hint = first.diagnostics.first().and_then(|d| d.hint.clone()).unwrap_or_default();
+    n.check("the program is invalid, not an error", !first.valid, "valid")?;
+    n.check(
+        "the diagnostic is unknown_capability at /steps/0/capability with the close match",
+        first.diagnostics.first().is_some_and(|d| d.code == "unknown_capability")
+            && hint == "close match: cap_read_user_profile",
+        &hint,
+    )?;
+    let fixed = hint.trim_start_matches("close match: ").to_owned();
+    program["steps"][0]["capability"] = json!(fixed);
+    n.say(&format!("   The agent applies the hint: capability = {fixed}."))?;
+    let second = client.validate("workflow/v1", &program, None).await?;
+    let plan = second.plan.clone();
+    n.check("the corrected program is valid and comes with a plan", second.valid && plan.is_some(), "invalid")?;
+    if let Some(plan) = &plan {
+        n.say(&format!(
+            "   Plan: {} step(s), max_risk {} (readOnly={}, destructive={}, openWorld={}).",
+            plan.steps.len(),
+            plan.max_risk,
+            plan.max_risk_hints.read_only,
+            plan.max_risk_hints.destructive,
+            plan.max_risk_hints.open_world
+        ))?;
+    }
+
+    // 5. Execute through the Host gate, then fetch the trace again.
+    n.say("\n5. Execute (Part III §9.4): the plan is read-only, so the Host gate lets it through.")?;
+    let options = RunOptions {
+        trace_level: Some("full".into()),
+        store: Some(true),
+        fetch: true,
+        drift_retries: 1,
+        ..RunOptions::default()
+    };
+    let report = client.run("workflow/v1", program.clone(), Some(json!({"userId": "42"})), &options, &Refuse).await?;
+    let execution = report.execution.clone();
+    n.check("the gate needed no approval", report.approved && report.approval.is_none(), "approval was asked")?;
+    match &execution {
+        Some(execution) => {
+            n.say(&format!(
+                "   outcome {:?}, output {}",
+                execution.outcome.status,
+                execution.output.clone().unwrap_or(Value::Null)
+            ))?;
+            if let Some(trace) = &execution.trace {
+                n.say("   trace:")?;
+                n.say(&indent(&serde_json::to_value(trace).unwrap_or_default()))?;
+            }
+            n.check(
+                "the Run succeeded with the profile's name",
+                execution.output == Some(json!({"name": "Amira Hassan"})),
+                &execution.outcome.status,
+            )?;
+            let fetched = report.fetched.as_ref();
+            n.check(
+                &format!("the stored trace fetched again by run_id {} is the same trace", execution.run_id),
+                fetched.is_some_and(|f| Some(&f.trace) == execution.trace.as_ref()),
+                "it differs or is missing",
+            )?;
+        }
+        None => n.check("the Run was executed", false, "no execute response")?,
+    }
+
+    // 6. Branching.
+    n.say("\n6. A branching workflow: gold customers get a note; the trace shows which way it went and why.")?;
+    let branching = json!({
+        "input": {"userId": "string"},
+        "steps": [
+            {"id": "profile", "kind": "call", "capability": "cap_read_user_profile", "with": {"user_id": "$.input.userId"}},
+            {"id": "tier", "kind": "branch", "if": {"eq": ["$.steps.profile.output.tier", "gold"]},
+             "then": [{"id": "flag", "kind": "call", "capability": "cap_flag_order", "with": {"order_id": "o-1001", "reason": "gold customer follow-up"}}],
+             "else": [{"id": "note", "kind": "call", "capability": "cap_read_outbox"}]}
+        ],
+        "output": {"name": "$.steps.profile.output.name"}
+    });
+    let report = client.run("workflow/v1", branching, Some(json!({"userId": "42"})), &options, &Refuse).await?;
+    let decision = report
+        .execution
+        .as_ref()
+        .and_then(|e| e.trace.as_ref())
+        .and_then(|t| t.steps.iter().find(|s| s.id == "tier"))
+        .and_then(|s| s.decisions.first().cloned());
+    match &decision {
+        Some(decision) => {
+            n.say(&format!("   decision at '{}': took '{}' because {}", decision.at, decision.took, decision.because))?
+        }
+        None => n.say("   no decision was traced")?,
+    }
+    n.check(
+        "the branch took 'then' and said why",
+        decision.as_ref().is_some_and(|d| d.took == "then" && d.because.contains("gold")),
+        "no such decision",
+    )?;
+
+    // 7. Drift.
+    n.say("\n7. Drift: the agent validates, then an operator edits the catalog before the Run.")?;
+    let validated = client.validate("workflow/v1", &program, None).await?;
+    let stale = validated.catalog_version.clone().unwrap_or_default();
+    if let Some(tenant) = server.platform.tenant(&server.platform.dev_principal().tenant) {
+        let edited = tenant.with_catalog(|catalog| catalog.stored("cap_read_user_profile").map(|s| s.as_ref().clone()));
+        if let Some(mut edited) = edited {
+            edited.entry.description =
+                Some("Returns one user's profile: name, email and loyalty tier (edited).".into());
+            tenant.put_entries(vec![edited]);
+            n.say("   The operator updated the description of cap_read_user_profile.")?;
+        }
+    }
+    let argument = client.program_argument("run_workflow", "workflow/v1")?;
+    let refused = client
+        .execute_raw(
+            "workflow/v1",
+            json!({argument: program, "input": {"userId": "42"}, "expected_catalog_version": stale}),
+        )
+        .await?;
+    n.say(&format!(
+        "   execute with the old catalog_version → {} ({})",
+        refused.outcome.status,
+        refused.outcome.error.clone().unwrap_or_default()
+    ))?;
+    n.check(
+        "the stale token is refused with catalog_drift before anything runs",
+        refused.outcome.status == "catalog_drift",
+        &refused.outcome.status,
+    )?;
+    let recovered =
+        client.run("workflow/v1", program.clone(), Some(json!({"userId": "42"})), &options, &Refuse).await?;
+    n.check(
+        "after looking up and validating again, the Run succeeds",
+        recovered.execution.as_ref().is_some_and(|e| e.outcome.ok),
+        "it did not",
+    )?;
+
+    // 8. The Host gate.
+    n.say("\n8. A destructive plan: the agent asks to cancel every pending order of user 42.")?;
+    let destructive = json!({
+        "steps": [
+            {"id": "orders", "kind": "call", "capability": "cap_list_orders", "with": {"user_id": "42"}},
+            {"id": "each", "kind": "for_each", "over": "$.steps.orders.output.orders", "as": "order", "do": [
+                {"id": "pending", "kind": "branch", "if": {"eq": ["$.order.status", "pending"]},
+                 "then": [{"id": "cancel", "kind": "call", "capability": "cap_cancel_order", "with": {"order_id": "$.order.id"}}]}
+            ]}
+        ]
+    });
+    let cancels_before = server.demo_world.as_ref().map(|(_, w)| w.calls().get("/orders/cancel").copied().unwrap_or(0));
+    let gated = client.run("workflow/v1", destructive, None, &options, &Refuse).await?;
+    if let Some(request) = &gated.approval {
+        n.say("   The Host asks for approval outside the model:")?;
+        for line in request.prompt().lines() {
+            n.say(&format!("     {line}"))?;
+        }
+    }
+    n.say("   No one approves (this demo runs unattended), so the Host does not send the execute request.")?;
+    let cancels_after = server.demo_world.as_ref().map(|(_, w)| w.calls().get("/orders/cancel").copied().unwrap_or(0));
+    n.check(
+        "the destructive plan needed approval and was not executed",
+        gated.approval.is_some() && !gated.approved && gated.executions.is_empty() && cancels_before == cancels_after,
+        "it ran",
+    )?;
+
+    // 9. SQL.
+    sql_story(server, &mut client, &mut n, &options).await?;
+
+    // 10. Automation.
+    automation_story(server, &mut client, &mut n).await?;
+
+    let passed = n.report.passed.len();
+    let failed = n.report.failed.len();
+    n.say(&format!("\n{passed} checks passed, {failed} failed."))?;
+    client.close().await;
+    Ok(n.report)
+}
+
+/// The Part I story: "monthly revenue per customer", with a wrong column.
+const REVENUE_QUERY: &str = "SELECT c.name, date_trunc('month', o.ordered_at) AS month, sum(o.total) AS revenue
+FROM customers c
+JOIN orders o ON o.customer_id = c.id
+WHERE o.status <> 'cancelled'
+GROUP BY c.name, month
+ORDER BY month, revenue DESC
+LIMIT 500";
+
+async fn sql_story(
+    server: &Server,
+    client: &mut PilotageClient,
+    n: &mut Narrator<'_>,
+    options: &RunOptions,
+) -> Result<(), DemoError> {
+    const SQL: &str = pilotage_server::demo::tenant::DEMO_SQL_LANGUAGE;
+    n.say("\n9. SQL (Part I): monthly revenue per customer, on the demo sales database in PostgreSQL.")?;
+    match &server.demo_sql {
+        None => {
+            n.say("   The demo's SQL part is off (demo_postgres = \"off\"); skipped.")?;
+            return Ok(());
+        }
+        Some(Err(why)) => {
+            n.say(&format!("   PostgreSQL could not be used, so the SQL story is skipped: {why}"))?;
+            n.say("   (Start PostgreSQL, or point --demo-postgres at one, and run the demo again.)")?;
+            return Ok(());
+        }
+        Some(Ok(target)) => n.say(&format!("   The demo tenant reads {target} as a read-only role."))?,
+    }
+    client.refresh_if_changed().await?;
+    let page = client.catalog_list(SQL, None, None).await?;
+    for entry in &page.items {
+        n.say(&format!("   {} [{}] {}", entry.id, entry.risk, entry.description.clone().unwrap_or_default()))?;
+    }
+    n.check(
+        "the catalog lists the sales tables, read-only for this role",
+        page.items.len() >= 3 && page.items.iter().all(|e| e.risk == "safe"),
+        page.items.len(),
+    )?;
+
+    n.say("   The agent writes the query from memory, with a wrong column (o.total):")?;
+    for line in REVENUE_QUERY.lines() {
+        n.say(&format!("     {line}"))?;
+    }
+    let first = client.validate(SQL, &json!(REVENUE_QUERY), None).await?;
+    let finding = first.diagnostics.iter().find(|d| d.code == "unknown_column");
+    if let Some(finding) = finding {
+        n.say(&format!(
+            "   {} at {}: {} ({})",
+            finding.code,
+            serde_json::to_string(&finding.path).unwrap_or_default(),
+            finding.message,
+            finding.hint.clone().unwrap_or_default()
+        ))?;
+    }
+    n.check(
+        "the wrong column is unknown_column with the close match total_amount",
+        !first.valid && finding.is_some_and(|d| d.hint.as_deref() == Some("close match: total_amount")),
+        serde_json::to_string(&first.diagnostics).unwrap_or_default(),
+    )?;
+    let fixed = REVENUE_QUERY.replace("sum(o.total)", "sum(o.total_amount)");
+    n.say("   The agent applies the hint: sum(o.total_amount).")?;
+    let second = client.validate(SQL, &json!(fixed), None).await?;
+    let plan = second.plan.clone();
+    if let Some(plan) = &plan {
+        let steps: Vec<String> = plan
+            .steps
+            .iter()
+            .map(|s| format!("{}{}", s.id, s.calls.as_ref().map(|c| format!(" → {c}")).unwrap_or_default()))
+            .collect();
+        n.say(&format!(
+            "   Plan: {}; max_risk {} (readOnly={}).",
+            steps.join(", "),
+            plan.max_risk,
+            plan.max_risk_hints.read_only
+        ))?;
+    }
+    n.check(
+        "the fixed query is valid and its plan is read-only (safe)",
+        second.valid && plan.as_ref().is_some_and(|p| p.max_risk == "safe" && p.max_risk_hints.read_only),
+        serde_json::to_string(&second.diagnostics).unwrap_or_default(),
+    )?;
+
+    let report = client.run(SQL, json!(fixed), None, options, &Refuse).await?;
+    let statement = report
+        .execution
+        .as_ref()
+        .and_then(|e| e.trace.as_ref())
+        .and_then(|t| t.steps.iter().find(|s| s.id == "stmt-1"))
+        .and_then(|s| s.output.clone());
+    let rows_matched = statement.as_ref().and_then(|s| s["rows_matched"].as_u64());
+    let first_row = report.execution.as_ref().and_then(|e| e.output.as_ref()).and_then(|o| o.get(0).cloned());
+    n.say(&format!(
+        "   Executed in a READ ONLY transaction: rows_matched {}, first row {}",
+        rows_matched.map(|r| r.to_string()).unwrap_or_else(|| "?".into()),
+        first_row.unwrap_or(Value::Null)
+    ))?;
+    n.check(
+        "the Run succeeded and its trace shows rows_matched",
+        report.execution.as_ref().is_some_and(|e| e.outcome.ok) && rows_matched.is_some_and(|r| r > 0),
+        report.execution.as_ref().map(|e| e.outcome.status.clone()).unwrap_or_default(),
+    )?;
+    let smuggled = client.validate(SQL, &json!("SELECT 1; DROP TABLE orders"), None).await?;
+    n.check(
+        "a smuggled second statement is refused before anything reaches the database",
+        !smuggled.valid,
+        "it validated",
+    )?;
+    Ok(())
+}
+
+/// The automation story's Language.
+const AUTOMATION: &str = pilotage_server::demo::tenant::DEMO_HOME_LANGUAGE;
+
+/// The rule the agent drafts for "when the front door opens after 22:00 in
+/// Europe/Paris, turn on the porch light": it also unlocks the door.
+fn porch_rule_draft() -> Value {
+    json!({
+        "rule": "porch-at-night",
+        "description": "When the front door opens after 22:00 in Paris, light the porch.",
+        "trigger": {"webhook": pilotage_server::demo::tenant::DEMO_HOME_SOURCE},
+        "conditions": [
+            {"id": "door-opened", "event": "/state", "equals": "open"},
+            {"id": "after-22", "time": {"after": "22:00", "before": "06:00", "time_zone": "Europe/Paris"}},
+            {"id": "light-is-off", "read": "porch_light.state", "field": "/on", "equals": false}
+        ],
+        "actions": [
+            {"id": "light-on", "call": "porch_light.turn_on", "with": {"brightness": 80}},
+            {"id": "unlock", "call": "front_door.unlock"}
+        ]
+    })
+}
+
+/// The decisions of the trace's `when` entry, one line each.
+fn decisions(execution: Option<&pilotage_protocol::requests::ExecuteResponse>) -> Vec<(String, String, String)> {
+    execution
+        .and_then(|e| e.trace.as_ref())
+        .and_then(|t| t.steps.iter().find(|s| s.id == "when"))
+        .map(|step| step.decisions.iter().map(|d| (d.at.clone(), d.took.clone(), d.because.clone())).collect())
+        .unwrap_or_default()
+}
+
+async fn automation_story(server: &Server, client: &mut PilotageClient, n: &mut Narrator<'_>) -> Result<(), DemoError> {
+    n.say(&format!(
+        "\n10. Automation ({AUTOMATION}): \"when the front door opens after 22:00 in Europe/Paris, turn on the porch light\"."
+    ))?;
+    let Some((demo_addr, world)) = &server.demo_world else {
+        n.check("the demo home is served", false, "no demo capability service")?;
+        return Ok(());
+    };
+    client.refresh_if_changed().await?;
+    let page = client.catalog_list(AUTOMATION, None, None).await?;
+    n.say("   The home's device registry, as automation/1 sees it:")?;
+    for entry in &page.items {
+        n.say(&format!("   {} ({}) [{}] {}", entry.id, entry.kind, entry.risk, entry.name))?;
+    }
+    let risk_of = |id: &str| page.items.iter().find(|e| e.id == id).map(|e| e.risk.clone()).unwrap_or_default();
+    n.check(
+        "the registry lists sensors and actions; front_door.unlock is destructive, the porch light is not",
+        risk_of("front_door.unlock") == "destructive"
+            && risk_of("porch_light.turn_on") == "write"
+            && risk_of("front_door.state") == "safe",
+        format!("{:?}", page.items.iter().map(|e| (&e.id, &e.risk)).collect::<Vec<_>>()),
+    )?;
+    let home_before = world.home();
+    let calls = |path: &str| world.calls().get(path).copied().unwrap_or(0);
+    let turn_on_path = "/home/porch_light/turn_on";
+    let (turn_ons_before, unlocks_before) = (calls(turn_on_path), calls("/home/front_door/unlock"));
+
+    // The draft, through the Host gate.
+    let mut rule = porch_rule_draft();
+    n.say("   The agent's draft rule also unlocks the door for whoever comes home:")?;
+    n.say(&indent(&rule))?;
+    let deploy = RunOptions {
+        trace_level: Some("full".into()),
+        store: Some(true),
+        mode: Some("deploy".into()),
+        ..RunOptions::default()
+    };
+    let gated = client.run(AUTOMATION, rule.clone(), None, &deploy, &Refuse).await?;
+    if let Some(request) = &gated.approval {
+        n.say("   The Host asks for approval outside the model:")?;
+        for line in request.prompt().lines() {
+            n.say(&format!("     {line}"))?;
+        }
+    }
+    n.say("   No one approves, so the Host sends nothing: the rule is neither deployed nor tested.")?;
+    n.check(
+        "the destructive plan (front_door.unlock) needed approval and was not sent",
+        gated.approval.as_ref().is_some_and(|a| a.plan.as_ref().is_some_and(|p| p.max_risk == "destructive"))
+            && !gated.approved
+            && gated.executions.is_empty()
+            && calls("/home/front_door/unlock") == unlocks_before,
+        "it was sent",
+    )?;
+    if let Some(actions) = rule["actions"].as_array_mut() {
+        actions.retain(|action| action["id"] != "unlock");
+    }
+    n.say("   The agent drops the unlock step; the plan's highest risk is now write (the light).")?;
+
+    // An immediate Run of a rule with a trigger is refused, with the way out.
+    let tool = client.language(AUTOMATION)?.loop_tools.execute.clone().unwrap_or_default();
+    let argument = client.program_argument(&tool, AUTOMATION)?;
+    let once = client.execute_raw(AUTOMATION, json!({argument: rule, "mode": "immediate"})).await?;
+    let refusal = once.diagnostics.as_ref().and_then(|d| d.first());
+    if let Some(finding) = refusal {
+        n.say(&format!(
+            "   Run it now (mode immediate)? → {}: {} ({})",
+            finding.code,
+            finding.message,
+            finding.hint.clone().unwrap_or_default()
+        ))?;
+    }
+    n.check(
+        "an immediate Run of a rule with a trigger is refused (validation_error, trigger_needs_deploy) and nothing ran",
+        once.outcome.status == "validation_error"
+            && refusal.is_some_and(|d| d.code == "trigger_needs_deploy" && d.hint.is_some())
+            && world.home() == home_before,
+        &once.outcome.status,
+    )?;
+
+    // Test runs at a simulated 14:03 and 22:30.
+    let test = RunOptions { test_run: Some(true), ..deploy.clone() };
+    let door_opens_at = |at: &str| json!({"event": {"device": "front_door", "state": "open"}, "at": at});
+    n.say("   A test run at a simulated 14:03 in Paris (input.at 2026-07-14T14:03:00+02:00), the door opening:")?;
+    let day =
+        client.run(AUTOMATION, rule.clone(), Some(door_opens_at("2026-07-14T14:03:00+02:00")), &test, &Refuse).await?;
+    let day_decisions = decisions(day.execution.as_ref());
+    for (at, took, because) in &day_decisions {
+        n.say(&format!("     decision at '{at}': took '{took}' because {because}"))?;
+    }
+    n.check(
+        "at 14:03 the rule skips, and the decision names the clock",
+        day.execution.as_ref().is_some_and(|e| e.outcome.ok)
+            && day_decisions.first().is_some_and(|(at, took, because)| {
+                at == "when" && took == "else" && because.contains("it is 14:03 in Europe/Paris")
+            }),
+        format!("{day_decisions:?}"),
+    )?;
+    n.say("   A test run at a simulated 22:30:")?;
+    let night =
+        client.run(AUTOMATION, rule.clone(), Some(door_opens_at("2026-07-14T22:30:00+02:00")), &test, &Refuse).await?;
+    for (at, took, because) in decisions(night.execution.as_ref()) {
+        n.say(&format!("     decision at '{at}': took '{took}' because {because}"))?;
+    }
+    let light_step = night
+        .execution
+        .as_ref()
+        .and_then(|e| e.trace.as_ref())
+        .and_then(|t| t.steps.iter().find(|s| s.id == "light-on"))
+        .cloned();
+    if let Some(step) = &light_step {
+        n.say(&format!(
+            "     step light-on calls {}: simulated {}, output {}",
+            step.calls.clone().unwrap_or_default(),
+            step.simulated.unwrap_or(false),
+            step.output.clone().unwrap_or(Value::Null)
+        ))?;
+    }
+    n.say(&format!("     the home afterwards: {}", world.home()))?;
+    n.check(
+        "at 22:30 the light would turn on: the step is marked simulated and the home is unchanged",
+        decisions(night.execution.as_ref()).first().is_some_and(|(_, took, _)| took == "then")
+            && light_step.as_ref().is_some_and(|s| s.simulated == Some(true))
+            && world.home() == home_before
+            && calls(turn_on_path) == turn_ons_before,
+        format!("{light_step:?}, home {}", world.home()),
+    )?;
+
+    // Deploy, then the door opens at night.
+    let deployed = client.run(AUTOMATION, rule.clone(), None, &deploy, &Refuse).await?;
+    let output = deployed.execution.as_ref().and_then(|e| e.output.clone()).unwrap_or(Value::Null);
+    n.say(&format!("   Deployed (mode deploy): {output}"))?;
+    n.check(
+        "the rule is installed behind its webhook trigger, and installing ran nothing",
+        deployed.execution.as_ref().is_some_and(|e| e.outcome.ok)
+            && output["deployment"] == "porch-at-night"
+            && world.home() == home_before,
+        deployed.execution.as_ref().map(|e| format!("{:?}", e.outcome)).unwrap_or_default(),
+    )?;
+    let night_at = "2026-07-14T22:41:00+02:00";
+    if let Some(ms) = pilotage_engine::clock::parse_rfc3339(night_at) {
+        server.platform.clock().freeze_at(ms);
+    }
+    n.say(&format!(
+        "   So that \"at night\" does not depend on when you run this demo, the demo sets the platform's clock to {night_at} (22:41 in Paris); firings read that clock."
+    ))?;
+    n.say(
+        "   Someone opens the front door; the home hub posts the event to the platform, signed with the source's key:",
+    )?;
+    let opened: Value =
+        match reqwest::Client::new().post(format!("http://{demo_addr}/home/front_door/open")).send().await {
+            Ok(response) => response.json().await.unwrap_or(Value::Null),
+            Err(error) => json!({"error": error.to_string()}),
+        };
+    n.say(&format!("     {opened}"))?;
+    n.check(
+        "the platform accepted the signed delivery (202) and it fires the rule",
+        opened["status"] == 202
+            && opened["answer"]["fires"].as_array().is_some_and(|f| f.iter().any(|d| d == "porch-at-night")),
+        &opened,
+    )?;
+    let delivery = opened["answer"]["delivery"].as_str().unwrap_or_default().to_owned();
+    let tenant = server.platform.dev_principal().tenant.clone();
+    let mut firing = None;
+    for _ in 0..200 {
+        let firings = server.platform.store().firings_of(&tenant, "porch-at-night", 20).await.unwrap_or_default();
+        firing = firings.into_iter().find(|f| f.instance == delivery);
+        if firing.is_some() && world.home()["porch_light"]["on"] == true {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let home = world.home();
+    n.say(&format!("   The home now: {home}"))?;
+    n.check(
+        "the rule fired and the porch light is really on (brightness 80)",
+        firing.is_some()
+            && home["porch_light"] == json!({"on": true, "brightness": 80})
+            && home["front_door"]["locked"] == true,
+        &home,
+    )?;
+    let run_id = firing.map(|f| f.run_id).unwrap_or_default();
+    let mut fetched = None;
+    for _ in 0..100 {
+        if let Ok(trace) = client.trace(AUTOMATION, &run_id, Some("full")).await {
+            fetched = Some(trace);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    match &fetched {
+        Some(fetched) => {
+            n.say(&format!("   The firing's Run {run_id}, fetched by run_id:"))?;
+            n.say(&indent(&serde_json::to_value(&fetched.trace).unwrap_or_default()))?;
+        }
+        None => n.say(&format!("   The firing's Run {run_id} could not be fetched."))?,
+    }
+    let fired_light = fetched.as_ref().and_then(|f| f.trace.steps.iter().find(|s| s.id == "light-on"));
+    let fired_when = fetched
+        .as_ref()
+        .and_then(|f| f.trace.steps.iter().find(|s| s.id == "when"))
+        .and_then(|s| s.decisions.iter().find(|d| d.at == "after-22"));
+    n.check(
+        "the fetched trace shows the decision at 22:41 and the real call of porch_light.turn_on",
+        fetched.as_ref().is_some_and(|f| f.outcome.ok)
+            && fired_when.is_some_and(|d| d.took == "true" && d.because.contains("it is 22:41 in Europe/Paris"))
+            && fired_light.is_some_and(|s| s.calls.as_deref() == Some("porch_light.turn_on") && s.simulated.is_none()),
+        fetched.as_ref().map(|f| format!("{:?}", f.outcome)).unwrap_or_else(|| "not fetched".into()),
+    )?;
+    Ok(())
+}

@@ -1,0 +1,131 @@
+//! The `pilotage` command: the server and the main job (`serve`, `demo`,
+//! `migrate`), the reference client and the conformance runner, and the
+//! tools of operators (the admin API's commands, development tokens) and
+//! of Language authors (`language new|check|publish`). Each command family
+//! is a module of [`commands`]; this file is the command line and the
+//! dispatch.
+
+mod commands;
+mod demo;
+mod output;
+mod template;
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+use commands::admin::{
+    AdminArgs, CatalogCommand, DatasourceCommand, DeploymentCommand, SecretCommand, TenantCommand, catalog_command,
+    datasource_command, deployment_command, publish, secret_command, tenant_command,
+};
+use commands::client::{ClientArgs, client};
+use commands::conformance::{ConformanceArgs, conformance};
+use commands::language::{LanguageCommand, language_check, language_new};
+use commands::serve::{ServeArgs, SettingsArgs, demo, demo_world, log_filter, migrate, serve};
+use commands::token::{TokenCommand, token_mint};
+
+/// The process's allocator: mimalloc rather than glibc's malloc. Every
+/// Language call lifts and drops many small strings and records; with it
+/// the 10-step validate benchmark runs about 5% faster (docs/architecture.md,
+/// "Allocation"). The benchmarks install the same allocator.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[derive(Parser)]
+#[command(
+    name = "pilotage",
+    version,
+    about = "Pilotage Platform: programs that agents can check before they run and prove after."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// The main job: start the platform on the embedded default and drive
+    /// the reference client through the spec's scenarios, step by step.
+    Demo(SettingsArgs),
+    /// Run the MCP server (Streamable HTTP at /mcp, or stdio).
+    Serve(ServeArgs),
+    /// Apply database migrations and exit.
+    Migrate(SettingsArgs),
+    /// Run only the demo capability service (profiles, orders, outbox).
+    DemoWorld {
+        /// Where to listen.
+        #[arg(long, default_value = "127.0.0.1:8481")]
+        listen: std::net::SocketAddr,
+    },
+    /// Tools for Language authors.
+    #[command(subcommand)]
+    Language(LanguageCommand),
+    /// The reference Pilotage client: drive any Pilotage server.
+    Client(ClientArgs),
+    /// Run the specification's conformance vectors against any Pilotage
+    /// server, for one Language, through a binding file.
+    Conformance(ConformanceArgs),
+    /// Development tokens.
+    #[command(subcommand)]
+    Token(TokenCommand),
+    /// Manage tenants through the admin API.
+    Tenant(AdminArgs<TenantCommand>),
+    /// Manage a tenant's catalog through the admin API.
+    Catalog(AdminArgs<CatalogCommand>),
+    /// Manage a tenant's data sources through the admin API.
+    Datasource(AdminArgs<DatasourceCommand>),
+    /// Watch, disable, enable and remove a tenant's deployed programs
+    /// through the admin API.
+    Deployment(AdminArgs<DeploymentCommand>),
+    /// Manage a tenant's secrets (webhook keys `webhook:<source>`, MQTT
+    /// brokers `mqtt:<broker>`, values referenced by catalog bindings)
+    /// through the admin API.
+    Secret(AdminArgs<SecretCommand>),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // `serve` sets up logging itself, once its settings (log format, OTLP
+    // export) are known.
+    if !matches!(cli.command, Command::Serve(_)) {
+        let _ = pilotage_server::telemetry::logs::init(
+            log_filter(),
+            pilotage_server::telemetry::logs::LogFormat::Text,
+            None,
+        );
+    }
+    let result = match cli.command {
+        Command::Demo(args) => block_on(demo(args)),
+        Command::Serve(args) => block_on(serve(args)),
+        Command::Migrate(args) => block_on(migrate(args)),
+        Command::DemoWorld { listen } => block_on(demo_world(listen)),
+        Command::Language(LanguageCommand::New { name, dir, sdk }) => language_new(&name, dir, sdk),
+        Command::Language(LanguageCommand::Check(args)) => language_check(args),
+        Command::Language(LanguageCommand::Publish { tenant, component, server, admin_token }) => {
+            block_on(publish(&server, admin_token.as_deref(), &tenant, &component))
+        }
+        Command::Token(TokenCommand::Mint { data_dir, public_url, tenant, subject, scopes, ttl }) => {
+            token_mint(&data_dir, &public_url, &tenant, &subject, &scopes, ttl)
+        }
+        Command::Tenant(args) => block_on(tenant_command(args)),
+        Command::Catalog(args) => block_on(catalog_command(args)),
+        Command::Datasource(args) => block_on(datasource_command(args)),
+        Command::Deployment(args) => block_on(deployment_command(args)),
+        Command::Secret(args) => block_on(secret_command(args)),
+        Command::Client(args) => block_on(client(args)),
+        Command::Conformance(args) => block_on(conformance(args)),
+    };
+    match result {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Runs `future` to its end on a multi-threaded runtime.
+fn block_on(future: impl Future<Output = Result<ExitCode>>) -> Result<ExitCode> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(future)
+}

@@ -1,0 +1,149 @@
+//! What a Language author meets (docs/writing-a-language.md): lint findings
+//! that name their spec section and say how to fix them, in `language check`,
+//! in an upload's refusal and in the CLI; and `pilotage language new`, whose
+//! crate builds for wasm32-wasip2, passes its own tests, the lint, and the
+//! conformance vectors through the real endpoint.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use pilotage_client::conformance::binding::Binding;
+use pilotage_engine::lint::{LintSeverity, fix_for, has_errors, lint};
+use serde_json::Value;
+
+use crate::conformance::run_language_file_vectors;
+use crate::endpoint::{Backend, server, settings};
+use crate::support::engine;
+use crate::tenancy::{ADMIN_TOKEN, admin};
+
+const PILOTAGE: &str = env!("CARGO_BIN_EXE_pilotage");
+
+fn unfit() -> Vec<u8> {
+    pilotage_test_support::UNFIT.to_vec()
+}
+
+#[test]
+fn every_lint_finding_names_its_section_and_a_fix_of_its_own() {
+    let component = engine().load(&unfit()).unwrap();
+    let findings = lint(component.description());
+    assert!(has_errors(&findings) && findings.len() >= 5, "{findings:?}");
+    let generic = fix_for("no such rule");
+    for finding in &findings {
+        assert!(finding.message.contains("(Part "), "no spec section: {finding}");
+        assert!(finding.fix != generic && !finding.fix.is_empty(), "no specific fix: {finding}");
+        assert!(finding.to_string().contains("\n    fix: "), "{finding}");
+    }
+    // The bundled example has none: the control for the check above.
+    let recipe = engine().load(&std::fs::read(crate::conformance::recipe_component()).unwrap()).unwrap();
+    assert_eq!(lint(recipe.description()), Vec::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_upload_shows_each_finding_with_its_fix_in_the_api_and_the_cli() {
+    let mut settings = settings(Backend::Sqlite).await;
+    settings.admin_token = Some(ADMIN_TOKEN.into());
+    let server = server(settings).await;
+    // Through the admin API: 422 with the findings, each with its fix.
+    let url = format!("http://{}/admin/v1/tenants/demo/languages", server.addr);
+    let response = reqwest::Client::new()
+        .post(&url)
+        .bearer_auth(ADMIN_TOKEN)
+        .header("content-type", "application/wasm")
+        .body(unfit())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 422);
+    let body: Value = response.json().await.unwrap();
+    let findings = body["error"]["findings"].as_array().expect("the refusal carries the findings");
+    assert!(!findings.is_empty());
+    assert!(findings.iter().all(|f| f["fix"].as_str().is_some_and(|fix| !fix.is_empty())), "{body}");
+    // Through the CLI: one line per finding and its fix, not nested JSON.
+    let server_url = format!("http://{}", server.addr);
+    let unfit_file = std::env::temp_dir().join(format!("pilotage-unfit-{}.wasm", std::process::id()));
+    std::fs::write(&unfit_file, unfit()).unwrap();
+    let output = tokio::process::Command::new(PILOTAGE)
+        .args(["language", "publish", "demo"])
+        .arg(&unfit_file)
+        .args(["--server", &server_url, "--admin-token", ADMIN_TOKEN])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(stderr.contains("error [reserved-codes]") && stderr.contains("fix: build `diagnostic-codes`"), "{stderr}");
+    assert_eq!(stderr.matches("\n    fix: ").count(), findings.len(), "{stderr}");
+    // The good polarity: the example Language is accepted.
+    let recipe = std::fs::read(crate::conformance::recipe_component()).unwrap();
+    let response = reqwest::Client::new()
+        .post(&url)
+        .bearer_auth(ADMIN_TOKEN)
+        .header("content-type", "application/wasm")
+        .body(recipe)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201, "{}", response.text().await.unwrap_or_default());
+    let (status, listed) = admin(&server, reqwest::Method::GET, "/tenants/demo/languages", None).await;
+    assert_eq!(status, 200);
+    assert!(listed.to_string().contains("recipe/v1"), "{listed}");
+    let _ = std::fs::remove_file(unfit_file);
+    server.stop().await;
+}
+
+/// Runs `cargo` in `dir` for a crate made by `language new`, with the
+/// outer build's variables removed (they would aim it at this workspace's
+/// target folder and flags) and a target folder kept across runs.
+fn cargo(dir: &Path, args: &[&str]) {
+    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/language-new");
+    let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    command.current_dir(dir).args(args).env("CARGO_TARGET_DIR", &target);
+    for variable in ["CARGO_ENCODED_RUSTFLAGS", "RUSTFLAGS", "CARGO_BUILD_TARGET", "RUSTC_WORKSPACE_WRAPPER"] {
+        command.env_remove(variable);
+    }
+    let output = command.output().expect("cargo runs");
+    assert!(
+        output.status.success(),
+        "cargo {args:?} in {} failed:\n{}",
+        dir.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_language_builds_passes_its_tests_the_lint_and_the_vectors() {
+    let root = std::env::temp_dir().join(format!("pilotage-new-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let dir = root.join("greet");
+    // A bad name is refused with the rule, and writes nothing.
+    let refused = Command::new(PILOTAGE).args(["language", "new", "Greet/v1", "--dir"]).arg(&dir).output().unwrap();
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("cannot name a Language"));
+    assert!(!dir.exists());
+    let made = Command::new(PILOTAGE).args(["language", "new", "greet", "--dir"]).arg(&dir).output().unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    assert!(String::from_utf8_lossy(&made.stdout).contains("created greet/v1"));
+
+    let dir_for_build = dir.clone();
+    tokio::task::spawn_blocking(move || {
+        cargo(&dir_for_build, &["test", "--quiet"]);
+        cargo(&dir_for_build, &["build", "--quiet", "--release", "--target", "wasm32-wasip2"]);
+    })
+    .await
+    .unwrap();
+    let component: PathBuf =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/language-new/wasm32-wasip2/release/greet.wasm");
+    let loaded = engine().load(&std::fs::read(&component).unwrap()).unwrap();
+    assert_eq!(loaded.description().name, "greet/v1");
+    let findings = lint(loaded.description());
+    assert!(findings.iter().all(|f| f.severity == LintSeverity::Warning), "{findings:?}");
+
+    let binding = Binding::from_file(&dir.join("conformance.json")).unwrap();
+    assert_eq!(binding.language, "greet/v1");
+    // Copied out of the shared target folder, so a concurrent build cannot
+    // change the file the server watches.
+    let served = root.join("greet.wasm");
+    std::fs::copy(&component, &served).unwrap();
+    run_language_file_vectors(served, &binding, 40).await;
+    std::fs::remove_dir_all(&root).unwrap();
+}

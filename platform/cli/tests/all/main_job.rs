@@ -1,0 +1,230 @@
+//! The main job (`pilotage demo`) runs in the test suite too, as a user
+//! runs it: the binary, the same scenarios, the same checks, on both
+//! backends.
+
+use crate::endpoint::{Backend, postgres_schema, postgres_url, settings, unique};
+
+/// What one run of `pilotage demo` printed and how it ended.
+struct DemoRun {
+    /// Its standard output: the story.
+    text: String,
+    /// The checks that passed (`✓` lines).
+    passed: Vec<String>,
+    /// The checks that failed (`✗` lines).
+    failed: Vec<String>,
+    /// Whether it exited with 0.
+    succeeded: bool,
+}
+
+/// Runs `pilotage demo` on a fresh data folder (and a fresh PostgreSQL
+/// schema for `Backend::Postgres`), its SQL part on `demo_postgres`.
+async fn run_demo(backend: Backend, demo_postgres: &str) -> DemoRun {
+    let data_dir = std::env::temp_dir().join(unique("pilotage-demo"));
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_pilotage"));
+    command.arg("demo").arg("--data-dir").arg(&data_dir).args(["--demo-postgres", demo_postgres]);
+    if backend == Backend::Postgres {
+        command.args(["--database-url", &postgres_schema().await]);
+    }
+    let output = command.output().await.expect("pilotage demo runs");
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    let lines = |mark: &str| -> Vec<String> {
+        text.lines().filter_map(|line| line.trim_start().strip_prefix(mark)).map(str::to_owned).collect()
+    };
+    let _ = std::fs::remove_dir_all(&data_dir);
+    DemoRun {
+        passed: lines("✓ "),
+        failed: lines("✗ "),
+        succeeded: output.status.success(),
+        text: format!("{text}\n--- stderr ---\n{}", String::from_utf8_lossy(&output.stderr)),
+    }
+}
+
+async fn demo_passes(backend: Backend) {
+    let report = run_demo(backend, &postgres_url()).await;
+    let text = &report.text;
+    assert!(report.succeeded && report.failed.is_empty(), "the demo failed:\n{text}");
+    assert!(report.passed.len() >= 28, "only {} checks ran:\n{text}", report.passed.len());
+    let summary = format!("{} checks passed, 0 failed.", report.passed.len());
+    assert!(text.contains(&summary), "the demo does not end with '{summary}':\n{text}");
+    for words in [
+        "close match: cap_read_user_profile",
+        "catalog_drift",
+        "took 'then'",
+        "claims made by the server",
+        "close match: total_amount",
+        "rows_matched",
+    ] {
+        assert!(text.contains(words), "the story never says '{words}':\n{text}");
+    }
+    automation_story_happened(&report, text);
+}
+
+/// The automation story of issue 14 happened, each check passed: the
+/// destructive draft stopped at the gate, the immediate Run refused, the
+/// test runs at 14:03 and 22:30, the deploy, the door opening at night
+/// delivered and firing the rule, the light really on, the firing's trace
+/// fetched.
+fn automation_story_happened(report: &DemoRun, text: &str) {
+    for check in [
+        "front_door.unlock is destructive",
+        "the destructive plan (front_door.unlock) needed approval and was not sent",
+        "an immediate Run of a rule with a trigger is refused",
+        "at 14:03 the rule skips, and the decision names the clock",
+        "at 22:30 the light would turn on: the step is marked simulated and the home is unchanged",
+        "the rule is installed behind its webhook trigger",
+        "the platform accepted the signed delivery (202) and it fires the rule",
+        "the rule fired and the porch light is really on (brightness 80)",
+        "the fetched trace shows the decision at 22:41 and the real call of porch_light.turn_on",
+    ] {
+        assert!(
+            report.passed.iter().any(|passed| passed.contains(check)),
+            "the automation story never passed '{check}':\n{text}"
+        );
+    }
+    for words in [
+        "automation/1",
+        "trigger_needs_deploy",
+        "because after-22 is false: it is 14:03 in Europe/Paris",
+        "simulated true",
+        "22:41 in Paris",
+        "\"porch-at-night\"",
+    ] {
+        assert!(text.contains(words), "the automation story never says '{words}':\n{text}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_passes_on_sqlite() {
+    demo_passes(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_passes_on_postgres() {
+    demo_passes(Backend::Postgres).await;
+}
+
+/// Without PostgreSQL the demo says so and runs everything else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_postgres_the_demo_says_so_and_runs_the_rest() {
+    let report = run_demo(Backend::Sqlite, "postgres://postgres@127.0.0.1:1/test").await;
+    let text = &report.text;
+    assert!(report.succeeded && report.failed.is_empty(), "{text}");
+    assert!(text.contains("PostgreSQL is unreachable at 127.0.0.1:1"), "{text}");
+    assert!(text.contains("the SQL story is skipped"), "{text}");
+    assert!(report.passed.len() >= 23, "{text}");
+    automation_story_happened(&report, text);
+}
+
+fn pilotage(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_pilotage")).args(args).output().expect("the pilotage binary runs")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_commands_drive_a_server() {
+    let server = crate::endpoint::server(settings(Backend::Sqlite).await).await;
+    let url = server.mcp_url();
+    let dir = std::env::temp_dir().join(crate::endpoint::unique("client-cli"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let safe = dir.join("safe.json");
+    std::fs::write(&safe, crate::endpoint::spec_program().to_string()).unwrap();
+    let destructive = dir.join("destructive.json");
+    std::fs::write(
+        &destructive,
+        serde_json::json!({"steps": [{"id": "cancel", "kind": "call", "capability": "cap_cancel_order", "with": {"order_id": "o-1001"}}]}).to_string(),
+    )
+    .unwrap();
+    let url_arg = url.as_str();
+    let tools = tokio::task::spawn_blocking({
+        let url = url.clone();
+        move || pilotage(&["client", "tools", &url])
+    })
+    .await
+    .unwrap();
+    assert!(tools.status.success(), "{}", String::from_utf8_lossy(&tools.stderr));
+    assert!(String::from_utf8_lossy(&tools.stdout).contains("pilotage_manifest"));
+
+    let (safe_arg, destructive_arg) = (safe.display().to_string(), destructive.display().to_string());
+    let run = {
+        let args = [
+            "client".to_owned(),
+            "run".into(),
+            url_arg.into(),
+            "workflow/v1".into(),
+            safe_arg.clone(),
+            "--input".into(),
+            r#"{"userId": "42"}"#.into(),
+            "--store".into(),
+        ];
+        tokio::task::spawn_blocking(move || pilotage(&args.iter().map(String::as_str).collect::<Vec<_>>()))
+            .await
+            .unwrap()
+    };
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let response: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert_eq!(response["output"]["name"], "Amira Hassan");
+    let trace = {
+        let args = ["client".to_owned(), "trace".into(), url_arg.into(), response["run_id"].as_str().unwrap().into()];
+        tokio::task::spawn_blocking(move || pilotage(&args.iter().map(String::as_str).collect::<Vec<_>>()))
+            .await
+            .unwrap()
+    };
+    assert!(trace.status.success());
+
+    // Not interactive and no --approve: the destructive plan is refused.
+    let refused = {
+        let args = ["client".to_owned(), "run".into(), url_arg.into(), "workflow/v1".into(), destructive_arg.clone()];
+        tokio::task::spawn_blocking(move || pilotage(&args.iter().map(String::as_str).collect::<Vec<_>>()))
+            .await
+            .unwrap()
+    };
+    assert_eq!(refused.status.code(), Some(4), "{}", String::from_utf8_lossy(&refused.stderr));
+    let (_, world) = server.demo_world.as_ref().unwrap();
+    assert!(!world.calls().contains_key("/orders/cancel"), "the gate let a destructive Run through");
+    let approved = {
+        let args = [
+            "client".to_owned(),
+            "run".into(),
+            url_arg.into(),
+            "workflow/v1".into(),
+            destructive_arg,
+            "--approve".into(),
+            "destructive".into(),
+        ];
+        tokio::task::spawn_blocking(move || pilotage(&args.iter().map(String::as_str).collect::<Vec<_>>()))
+            .await
+            .unwrap()
+    };
+    assert!(approved.status.success(), "{}", String::from_utf8_lossy(&approved.stderr));
+    assert_eq!(world.calls().get("/orders/cancel"), Some(&1));
+    server.stop().await;
+}
+
+/// `pilotage serve` stops on SIGTERM: a Run in flight finishes and its
+/// client gets the answer, then the process exits 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_shuts_down_gracefully_on_sigterm() {
+    let dir = std::env::temp_dir().join(crate::endpoint::unique("graceful"));
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_pilotage"));
+    command.args(["serve", "--listen", "127.0.0.1:0", "--demo-postgres", "off", "--data-dir"]).arg(&dir);
+    let (mut child, url) = crate::support::spawn_serving(&mut command).await;
+    let connection = pilotage_client::Connection::http(&url, None).await.unwrap();
+    let waiting =
+        serde_json::json!({"steps": [{"id": "w", "kind": "call", "capability": "cap_wait", "with": {"ms": 1500}}]});
+    let run = tokio::spawn(async move {
+        let reply = connection.call("run_workflow", serde_json::json!({"workflow": waiting})).await;
+        connection.close().await;
+        reply
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let pid = child.id().unwrap().to_string();
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let reply = run.await.unwrap().expect("the Run in flight is answered");
+    let pilotage_client::Reply::Result(value) = reply else { panic!("{reply:?}") };
+    assert_eq!(value["outcome"]["status"], "success", "{value}");
+    let status = tokio::time::timeout(std::time::Duration::from_secs(15), child.wait())
+        .await
+        .expect("the server exits within 15 s of SIGTERM")
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,53 @@
+//! Pilotage Platform engine: a Language component as the platform sees it,
+//! run under wasmtime with the host's guarantees (Part II §5, §6.4–§6.5,
+//! §10.1).
+//!
+//! - [`Engine`] (`runtime`): one wasmtime engine with the component model,
+//!   fuel, epoch interruption, a bounded wasm stack and a pooling
+//!   allocator; [`Component`]: one loaded Language, compiled or read from
+//!   the compiled-code [`cache`], pre-instantiated and described; every
+//!   call gets a fresh instance with the [`bounds`] of its kind;
+//! - [`host`]: the host side of the Language imports (`catalog`,
+//!   `effects`, `sql`, `now`, `log`) and a WASI that grants nothing;
+//!   [`wit`]: the generated bindings;
+//! - [`description`]: what a component declared, as the manifest and the
+//!   tools need it; [`lint`]: the conformance lint of a description;
+//! - [`validation`] and [`execution`]: validate, bind input and execute
+//!   with what the host enforces itself (validity from severities, risk
+//!   aggregation, plan containment, plan–trace correspondence, the bounds,
+//!   test runs free of side effects); [`installation`]: what a deploy-mode
+//!   Run installs;
+//! - [`catalog`]: a tenant's entries with visibility, the snapshot one call
+//!   sees, list and search, `catalog_version`;
+//! - [`clock`]: the one clock every reading of time goes through.
+//!
+//! Invariant: the engine knows nothing of HTTP, MCP or SQL. It reaches the
+//! world only through the traits a caller passes in ([`execution::Invoker`],
+//! [`execution::DataSource`]), and every call into a component is bounded:
+//! a trap ends the call, never the process.
+//!
+//! ```no_run
+//! use pilotage_engine::{Bounds, Engine};
+//! let engine = Engine::new(Bounds::default(), None).unwrap();
+//! let bytes = std::fs::read("workflow.wasm").unwrap();
+//! let workflow = engine.load(&bytes).unwrap();
+//! assert_eq!(workflow.description().name, "workflow/v1");
+//! ```
+#![deny(unsafe_code)]
+
+pub mod bounds;
+pub mod cache;
+pub mod catalog;
+pub mod clock;
+pub mod description;
+pub mod execution;
+pub mod host;
+pub mod installation;
+pub mod lint;
+mod runtime;
+pub mod validation;
+pub mod wit;
+
+pub use bounds::{Bounds, CallBounds, EPOCH_TICK};
+pub use clock::Clock;
+pub use runtime::{CallCost, CallError, CallKind, Component, Engine, EngineError, Exports, KEEP_RESIDENT_BYTES};

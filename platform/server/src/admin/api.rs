@@ -1,0 +1,184 @@
+//! What every admin route shares: the state ([`AdminState`]), who calls
+//! ([`Admin`], from [`authorize`]), the error every route answers with
+//! ([`ApiError`]: a status and `{"error": {"code", "message", "field"?,
+//! "findings"?}}`), and the audit log.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use subtle::ConstantTimeEq;
+
+use super::admission::AdminLimits;
+use crate::auth::middleware::Authenticator;
+use crate::auth::{ADMIN_SCOPE, AuthMode, TENANT_ADMIN_SCOPE};
+use crate::tenancy::{Platform, Tenant};
+use pilotage_store::AuditRow;
+
+/// The admin API's state.
+#[derive(Clone)]
+pub struct AdminState {
+    /// The platform.
+    pub platform: Platform,
+    /// Token checks shared with `/mcp`.
+    pub auth: Arc<Authenticator>,
+    /// The operator token, when configured.
+    pub operator_token: Option<String>,
+    /// The body bounds.
+    pub limits: AdminLimits,
+}
+
+/// Who is calling the admin API.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Admin {
+    /// Every tenant.
+    Operator(String),
+    /// One tenant's own resources.
+    TenantAdmin {
+        /// The tenant.
+        tenant: String,
+        /// Who.
+        subject: String,
+    },
+}
+
+impl Admin {
+    pub(super) fn actor(&self) -> String {
+        match self {
+            Admin::Operator(who) => who.clone(),
+            Admin::TenantAdmin { tenant, subject } => format!("{subject}@{tenant}"),
+        }
+    }
+
+    pub(super) fn may(&self, tenant: &str) -> Result<(), ApiError> {
+        match self {
+            Admin::Operator(_) => Ok(()),
+            Admin::TenantAdmin { tenant: own, .. } if own == tenant => Ok(()),
+            Admin::TenantAdmin { .. } => Err(ApiError::forbidden("this credential administers another tenant")),
+        }
+    }
+}
+
+/// An admin API error: a status and `{"error": {"code", "message",
+/// "field"?, "findings"?}}`.
+#[derive(Debug)]
+pub struct ApiError {
+    pub(super) status: StatusCode,
+    pub(super) body: Value,
+}
+
+impl ApiError {
+    pub(super) fn new(status: StatusCode, code: &str, message: impl Into<String>) -> ApiError {
+        ApiError { status, body: json!({"error": {"code": code, "message": message.into()}}) }
+    }
+
+    /// 400 naming the offending field.
+    pub fn field(field: &str, message: impl Into<String>) -> ApiError {
+        let mut error = ApiError::new(StatusCode::BAD_REQUEST, "invalid_field", message);
+        error.body["error"]["field"] = json!(field);
+        error
+    }
+
+    /// The same error, naming `field`.
+    pub(super) fn at(mut self, field: &str) -> ApiError {
+        self.body["error"]["field"] = json!(field);
+        self
+    }
+
+    pub(super) fn unauthorized(message: &str) -> ApiError {
+        ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+    }
+
+    pub(super) fn forbidden(message: &str) -> ApiError {
+        ApiError::new(StatusCode::FORBIDDEN, "forbidden", message)
+    }
+
+    pub(super) fn not_found(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+
+    pub(super) fn internal(error: impl std::fmt::Display) -> ApiError {
+        tracing::error!(%error, "admin API failure");
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "the server failed; the failure was logged")
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, Json(self.body)).into_response()
+    }
+}
+
+impl From<pilotage_store::StoreError> for ApiError {
+    fn from(error: pilotage_store::StoreError) -> Self {
+        ApiError::internal(error)
+    }
+}
+
+pub(super) type ApiResult = Result<Response, ApiError>;
+
+pub(super) async fn authorize(state: &AdminState, headers: &HeaderMap) -> Result<Admin, ApiError> {
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim().to_owned())
+        .ok_or_else(|| ApiError::unauthorized("an admin credential is required (Authorization: Bearer …)"))?;
+    if let Some(operator) = &state.operator_token
+        && bool::from(operator.as_bytes().ct_eq(token.as_bytes()))
+    {
+        return Ok(Admin::Operator("operator".into()));
+    }
+    let claims = match state.auth.settings.mode {
+        AuthMode::Jwt => match &state.auth.verifier {
+            Some(verifier) => verifier.verify(&token).await,
+            None => return Err(ApiError::unauthorized("the credential is not valid")),
+        },
+        AuthMode::Dev => match &state.auth.dev {
+            Some(dev) => dev.verify(&token),
+            None => return Err(ApiError::unauthorized("the credential is not valid")),
+        },
+    }
+    .map_err(|_| ApiError::unauthorized("the credential is not valid"))?;
+    let scopes = claims.scopes();
+    let subject = claims.sub.clone().unwrap_or_default();
+    if scopes.contains(ADMIN_SCOPE) {
+        return Ok(Admin::Operator(subject));
+    }
+    if scopes.contains(TENANT_ADMIN_SCOPE) {
+        let tenants = claims.tenants(&state.auth.settings.tenant_claim);
+        if let [tenant] = tenants.as_slice() {
+            return Ok(Admin::TenantAdmin { tenant: tenant.clone(), subject });
+        }
+        return Err(ApiError::forbidden("a tenant-admin credential must name exactly one tenant"));
+    }
+    Err(ApiError::forbidden(&format!("the credential holds neither {ADMIN_SCOPE} nor {TENANT_ADMIN_SCOPE}")))
+}
+
+pub(super) async fn audit(state: &AdminState, admin: &Admin, action: &str, target: &str, detail: Value) {
+    let row = AuditRow {
+        at: state.platform.clock().now_ms(),
+        actor: admin.actor(),
+        action: action.to_owned(),
+        target: target.to_owned(),
+        detail: detail.to_string(),
+    };
+    if let Err(error) = state.platform.store().audit(&row).await {
+        tracing::error!(%error, "cannot write the audit log");
+    }
+    tracing::info!(actor = %row.actor, action, target, "admin change");
+}
+
+pub(super) fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(body).map_err(|error| {
+        let field = error.to_string().split('`').nth(1).unwrap_or("body").to_owned();
+        ApiError::field(&field, format!("the body does not fit: {error}"))
+    })
+}
+
+pub(super) async fn live_tenant(state: &AdminState, tenant: &str) -> Result<Arc<Tenant>, ApiError> {
+    state.platform.tenant(tenant).ok_or_else(|| ApiError::not_found(format!("no tenant '{tenant}'")))
+}

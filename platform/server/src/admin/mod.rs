@@ -1,0 +1,31 @@
+//! The operator and language-author API at `/admin/v1` (JSON; OpenAPI at
+//! `/admin/v1/openapi.json`): tenants, Language uploads (compiled,
+//! described and linted; refused with the findings when the lint finds an
+//! error), catalog entries and bulk apply, data sources, secrets, runs,
+//! and the audit log.
+//!
+//! Credentials: the operator token (`--admin-token`), or a bearer token
+//! (a JWT in `jwt` mode, a development token in `dev` mode) holding
+//! `pilotage:admin` (every tenant) or `pilotage:tenant-admin` (its own
+//! tenant), checked from the headers before any body is read
+//! ([`admission`]); each route's body is bounded. Every request is validated with a 4xx naming the field, every
+//! change is audited (who, what, when), and writes are idempotent where
+//! they can be.
+
+pub mod admission;
+mod api;
+mod catalog;
+mod data_sources;
+mod deployments;
+mod languages;
+pub mod openapi;
+mod routes;
+mod runs;
+mod secrets;
+mod tenants;
+
+pub use admission::{AdminBody, AdminLimits, ComponentUpload};
+pub use api::{Admin, AdminState, ApiError};
+pub use catalog::EntryInput;
+pub use routes::router;
+pub use tenants::check_tenant_id;

@@ -1,0 +1,172 @@
+//! Agent authentication (the MCP authorization model: the platform is an
+//! OAuth 2.1 resource server) and the [`Principal`] every request acts as.
+//!
+//! - [`jwt`]: bearer JWT validation against issuers' JWKS, with the
+//!   algorithm allow-list, audience, issuer, expiry and tenant checks;
+//! - [`dev`]: development tokens (HS256, a secret in the data folder),
+//!   accepted only in `--auth dev` on loopback;
+//! - [`middleware`]: the axum layer that turns `Authorization: Bearer` into
+//!   a [`Principal`], or answers 401/403 with `WWW-Authenticate`, and the
+//!   RFC 9728 protected-resource metadata.
+
+pub mod dev;
+pub mod jwt;
+pub mod middleware;
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+pub use crate::tenancy::Principal;
+
+/// Occurs when authentication cannot be set up (at start, or minting a
+/// development token).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AuthSetupError {
+    /// Occurs when an issuer's algorithm list names a symmetric or unknown
+    /// algorithm.
+    #[error("issuer {issuer}: algorithms {algorithms:?} must be asymmetric ones (RS256, ES256, PS256, EdDSA, …)")]
+    Algorithms {
+        /// The issuer.
+        issuer: String,
+        /// The list configured.
+        algorithms: Vec<String>,
+    },
+    /// Occurs when the development secret cannot be read or written.
+    #[error("the development secret {path}: {message}")]
+    DevSecret {
+        /// Its file.
+        path: std::path::PathBuf,
+        /// Why.
+        message: String,
+    },
+    /// Occurs when a development token cannot be signed.
+    #[error("cannot sign a development token: {0}")]
+    Sign(String),
+}
+
+/// The scope an agent's token needs to use `/mcp` under `--auth jwt`.
+pub const MCP_SCOPE: &str = "pilotage:mcp";
+/// The scope of an operator (every tenant) on the admin API.
+pub const ADMIN_SCOPE: &str = "pilotage:admin";
+/// The scope of a tenant's own administrator on the admin API.
+pub const TENANT_ADMIN_SCOPE: &str = "pilotage:tenant-admin";
+
+/// How agents authenticate.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuthMode {
+    /// Development: requests without a token act as the development
+    /// principal; development tokens (`pilotage token mint`) select
+    /// another. Loopback only.
+    #[default]
+    Dev,
+    /// Production: a valid bearer JWT from a configured issuer is required.
+    Jwt,
+}
+
+/// One trusted token issuer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IssuerConfig {
+    /// The `iss` value tokens carry.
+    pub issuer: String,
+    /// Where its signing keys are published.
+    pub jwks_url: String,
+    /// Algorithms accepted from it (asymmetric only; default RS256 and
+    /// ES256).
+    #[serde(default = "default_algorithms")]
+    pub algorithms: Vec<String>,
+}
+
+fn default_algorithms() -> Vec<String> {
+    vec!["RS256".to_owned(), "ES256".to_owned()]
+}
+
+/// Authentication settings.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AuthSettings {
+    /// `dev` or `jwt`.
+    pub mode: AuthMode,
+    /// Trusted issuers (`jwt` mode).
+    pub issuers: Vec<IssuerConfig>,
+    /// The claim naming the caller's tenant (a string, or an array of
+    /// tenants the token may act in).
+    pub tenant_claim: String,
+    /// Allowed clock skew for `exp` and `nbf`, in seconds.
+    pub leeway_secs: u64,
+    /// The scope needed to use `/mcp` (`jwt` mode).
+    pub required_scope: String,
+}
+
+impl Default for AuthSettings {
+    fn default() -> Self {
+        AuthSettings {
+            mode: AuthMode::Dev,
+            issuers: Vec::new(),
+            tenant_claim: "tenant".to_owned(),
+            leeway_secs: 30,
+            required_scope: MCP_SCOPE.to_owned(),
+        }
+    }
+}
+
+/// The claims the platform reads from a token. Others are ignored.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Claims {
+    /// Issuer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iss: Option<String>,
+    /// Subject.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sub: Option<String>,
+    /// Space-separated scopes (OAuth `scope`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+    /// Scopes as an array (`scp`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scp: Option<Vec<String>>,
+    /// Every other claim (the tenant claim among them).
+    #[serde(flatten)]
+    pub other: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Claims {
+    /// The scopes the token holds.
+    pub fn scopes(&self) -> BTreeSet<String> {
+        let mut scopes: BTreeSet<String> =
+            self.scope.as_deref().unwrap_or("").split_whitespace().map(str::to_owned).collect();
+        scopes.extend(self.scp.iter().flatten().cloned());
+        scopes
+    }
+
+    /// The tenants the token may act in, from `claim` (a string or an
+    /// array of strings).
+    pub fn tenants(&self, claim: &str) -> Vec<String> {
+        match self.other.get(claim) {
+            Some(serde_json::Value::String(tenant)) => vec![tenant.clone()],
+            Some(serde_json::Value::Array(list)) => list.iter().filter_map(|t| t.as_str().map(str::to_owned)).collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// Why a request is not authenticated or not authorized.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AuthError {
+    /// Occurs when no bearer token is presented.
+    #[error("a bearer token is required")]
+    Missing,
+    /// Occurs when the token is malformed, badly signed, from an unknown
+    /// issuer or key, for another audience, expired or not yet valid.
+    #[error("invalid token: {0}")]
+    Invalid(String),
+    /// Occurs when the token names no tenant, or not the requested one.
+    #[error("the token does not grant access to this tenant: {0}")]
+    Tenant(String),
+    /// Occurs when the token lacks a needed scope.
+    #[error("the token lacks the scope '{0}'")]
+    Scope(String),
+}

@@ -1,0 +1,422 @@
+//! A compatibility layer in front of rmcp's Streamable HTTP service:
+//!
+//! - a body that is not JSON gets the JSON-RPC parse error -32700, and
+//!   JSON that is not one valid JSON-RPC message gets -32600 or -32602
+//!   (`protocol::jsonrpc` has the rules; rmcp would answer a plain-text
+//!   415; Part III §7.1 asks for carrier errors);
+//! - a POST without `Accept`, or accepting only `application/json` (or
+//!   `*/*`), is served as plain JSON rather than refused with 406: the
+//!   request is passed on as accepting both, and an event-stream answer is
+//!   unwrapped to the one JSON-RPC response it carries, keeping
+//!   `Mcp-Session-Id`;
+//! - a missing `Content-Type` on a JSON body is taken as JSON; another
+//!   media type gets 415 with a JSON-RPC error;
+//! - each POST's body must arrive within a bound (408, then the
+//!   connection closes), and each POST is bounded in time (a JSON-RPC
+//!   error after the timeout);
+//! - a session DELETE answers 204 (not 202), which every client accepts.
+
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use pilotage_protocol::jsonrpc;
+
+/// The layer's settings.
+#[derive(Clone, Copy, Debug)]
+pub struct Compat {
+    /// Largest body read, in bytes.
+    pub max_body_bytes: usize,
+    /// Time allowed for one POST.
+    pub timeout: Duration,
+    /// Time allowed for the body to arrive once the head is read (setting
+    /// `body_read_timeout_ms`).
+    pub body_read_timeout: Duration,
+}
+
+fn rpc_error(status: StatusCode, id: Value, code: i64, message: &str) -> Response {
+    let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
+    let mut response = (status, body.to_string()).into_response();
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+fn accepts(request: &Request, media: &str) -> bool {
+    request
+        .headers()
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .any(|part| {
+            let mut pieces = part.split(';');
+            let essence = pieces.next().unwrap_or("").trim();
+            let refused = pieces.any(|p| p.trim().replace(' ', "") == "q=0");
+            essence.eq_ignore_ascii_case(media) && !refused
+        })
+}
+
+/// The middleware function.
+pub async fn compat(State(settings): State<Compat>, request: Request, next: Next) -> Response {
+    if request.method() == Method::DELETE {
+        // Ending a session: rmcp answers 202; clients that only accept 200
+        // or 204 for a completed DELETE get 204, which every client takes.
+        let mut response = next.run(request).await;
+        if response.status() == StatusCode::ACCEPTED {
+            *response.status_mut() = StatusCode::NO_CONTENT;
+        }
+        return as_rpc_error(response, Value::Null).await;
+    }
+    if request.method() != Method::POST {
+        let response = next.run(request).await;
+        return as_rpc_error(response, Value::Null).await;
+    }
+    let wants_stream = accepts(&request, "text/event-stream");
+    let (mut parts, body) = request.into_parts();
+    // A body trickled in byte by byte must not hold the connection: the
+    // whole of it has `body_read_timeout` (the request timeout only starts
+    // once it is read). The connection is closed after the answer, since
+    // the rest of the body was never read.
+    let reading = tokio::time::timeout(settings.body_read_timeout, axum::body::to_bytes(body, settings.max_body_bytes));
+    let bytes = match reading.await {
+        Ok(Ok(bytes)) => bytes,
+        Err(_) => {
+            let mut response = rpc_error(
+                StatusCode::REQUEST_TIMEOUT,
+                Value::Null,
+                -32600,
+                &format!("the request body did not arrive within {} ms", settings.body_read_timeout.as_millis()),
+            );
+            response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+            return response;
+        }
+        Ok(Err(_)) => {
+            // The rest of the body is never read, so the connection cannot
+            // carry another request: say so, or a pooling client sends its
+            // next request into a connection the server drops.
+            let mut response = rpc_error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                Value::Null,
+                -32600,
+                &format!("the request body is larger than {} bytes", settings.max_body_bytes),
+            );
+            response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+            return response;
+        }
+    };
+    let message = match classify_body(&bytes) {
+        Ok(message) => message,
+        Err(error) => {
+            return rpc_error(StatusCode::BAD_REQUEST, error.id.clone(), error.code, &error.message);
+        }
+    };
+    let id = message.id.clone();
+    let id_for_errors = id.clone();
+    parts.headers.insert(header::ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
+    match parts.headers.get(header::CONTENT_TYPE).map(|value| value.to_str().unwrap_or("")) {
+        None => {
+            parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        }
+        // rmcp refuses any other media type with a plain-text 415.
+        Some(value) if !value.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case("application/json") => {
+            return rpc_error(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                id,
+                jsonrpc::INVALID_REQUEST,
+                "Invalid Request: the Content-Type of a JSON-RPC message must be application/json",
+            );
+        }
+        Some(_) => {}
+    }
+    let request = Request::from_parts(parts, Body::from(bytes));
+    let timeout = settings.timeout;
+    let work = async move {
+        let response = next.run(request).await;
+        if wants_stream || !is_event_stream(&response) {
+            return response;
+        }
+        unwrap_event_stream(response, &id).await
+    };
+    let echo = id_for_errors.clone();
+    match tokio::time::timeout(timeout, work).await {
+        Ok(response) => as_rpc_error(response, echo).await,
+        Err(_) => rpc_error(
+            StatusCode::GATEWAY_TIMEOUT,
+            message.id.clone(),
+            -32603,
+            &format!("the request took longer than {} ms", timeout.as_millis()),
+        ),
+    }
+}
+
+/// The largest plain-text refusal of rmcp's that [`as_rpc_error`] reads
+/// (its refusals are one line; anything longer is cut, not buffered).
+const REFUSAL_TEXT_BYTES: usize = 4096;
+
+/// rmcp answers some refusals with a plain-text body: 400 "Session ID is
+/// required", 404 "Session not found", 406, 415, 500. On the MCP endpoint
+/// every error answer is a JSON-RPC error object (Part III §7.1, §8), so
+/// such a response keeps its status and headers and gets the text as the
+/// message of an error: -32600 for a 4xx, -32603 for a 5xx. A response
+/// that is already JSON (or an event stream, or a success) passes as it is.
+async fn as_rpc_error(response: Response, id: Value) -> Response {
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let mut text = Vec::new();
+    let mut stream = body.into_data_stream();
+    while let Some(Ok(chunk)) = stream.next().await {
+        let room = REFUSAL_TEXT_BYTES.saturating_sub(text.len());
+        text.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        if text.len() >= REFUSAL_TEXT_BYTES {
+            break;
+        }
+    }
+    let text = String::from_utf8_lossy(&text);
+    let text = text.trim();
+    let reason = if text.is_empty() { status.canonical_reason().unwrap_or("refused") } else { text };
+    let (code, label) = if status.is_client_error() {
+        (jsonrpc::INVALID_REQUEST, "Invalid Request")
+    } else {
+        (-32603, "Internal error")
+    };
+    let mut answer = rpc_error(status, id, code, &format!("{label}: {reason}"));
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.remove(header::CONTENT_TYPE);
+    for (name, value) in parts.headers.iter() {
+        answer.headers_mut().append(name.clone(), value.clone());
+    }
+    answer
+}
+
+/// The methods rmcp reads into a typed request or notification. A message
+/// naming one whose params do not fit the type is read as a custom one
+/// instead, and then refused outside a session with a plain-text 400.
+const TYPED_METHODS: &[&str] = {
+    use rmcp::model::*;
+    &[
+        PingRequestMethod::VALUE,
+        InitializeResultMethod::VALUE,
+        DiscoverRequestMethod::VALUE,
+        CompleteRequestMethod::VALUE,
+        SetLevelRequestMethod::VALUE,
+        GetPromptRequestMethod::VALUE,
+        ListPromptsRequestMethod::VALUE,
+        ListResourcesRequestMethod::VALUE,
+        ListResourceTemplatesRequestMethod::VALUE,
+        ReadResourceRequestMethod::VALUE,
+        SubscriptionsListenRequestMethod::VALUE,
+        SubscribeRequestMethod::VALUE,
+        UnsubscribeRequestMethod::VALUE,
+        CallToolRequestMethod::VALUE,
+        ListToolsRequestMethod::VALUE,
+        GetTaskMethod::VALUE,
+        UpdateTaskMethod::VALUE,
+        CancelTaskMethod::VALUE,
+        ListSkillsRequestMethod::VALUE,
+        GetSkillRequestMethod::VALUE,
+        ReadResourceDirectoryRequestMethod::VALUE,
+        CancelledNotificationMethod::VALUE,
+        ProgressNotificationMethod::VALUE,
+        InitializedNotificationMethod::VALUE,
+        RootsListChangedNotificationMethod::VALUE,
+    ]
+};
+
+/// The JSON-RPC rules of the edge (`pilotage_protocol::jsonrpc`), then
+/// rmcp's own message type, so that no body rmcp would refuse with a
+/// plain-text answer reaches it (Part III §7.1): a call to an MCP method
+/// whose params do not fit the method is -32602; a response that does not
+/// fit rmcp's type is -32600.
+fn classify_body(bytes: &[u8]) -> Result<jsonrpc::Message, jsonrpc::EdgeError> {
+    let mut message = jsonrpc::classify(bytes)?;
+    // A tool's arguments are the bulk of a tools/call (a whole program, for
+    // the loop tools), and rmcp's type takes any object there: the typed
+    // check sees an empty object in their place, so it does not copy the
+    // program through serde's buffering of rmcp's untagged enums. The
+    // arguments are put back whatever the outcome.
+    let is_call = message.value.get("method").and_then(Value::as_str) == Some("tools/call");
+    let arguments = message
+        .value
+        .get_mut("params")
+        .filter(|_| is_call)
+        .and_then(Value::as_object_mut)
+        .and_then(|params| params.get_mut("arguments"))
+        .filter(|arguments| arguments.is_object())
+        .map(|arguments| std::mem::replace(arguments, Value::Object(serde_json::Map::new())));
+    let checked = fits_mcp(&message);
+    if let Some(arguments) = arguments
+        && let Some(slot) = message.value.get_mut("params").and_then(|params| params.get_mut("arguments"))
+    {
+        *slot = arguments;
+    }
+    checked.map(|()| message)
+}
+
+/// rmcp's own message type over an accepted JSON-RPC message (see
+/// [`classify_body`]).
+fn fits_mcp(message: &jsonrpc::Message) -> Result<(), jsonrpc::EdgeError> {
+    use rmcp::model::{ClientJsonRpcMessage, ClientNotification, ClientRequest};
+    let invalid_params = |method: &str| jsonrpc::EdgeError {
+        code: jsonrpc::INVALID_PARAMS,
+        message: format!("Invalid params: the params of '{method}' do not fit the MCP method's parameters"),
+        id: message.id.clone(),
+    };
+    match ClientJsonRpcMessage::deserialize(&message.value) {
+        Ok(ClientJsonRpcMessage::Request(request)) => match &request.request {
+            ClientRequest::CustomRequest(custom) if TYPED_METHODS.contains(&custom.method.as_str()) => {
+                Err(invalid_params(&custom.method))
+            }
+            _ => Ok(()),
+        },
+        Ok(ClientJsonRpcMessage::Notification(notification)) => match &notification.notification {
+            ClientNotification::CustomNotification(custom) if TYPED_METHODS.contains(&custom.method.as_str()) => {
+                Err(invalid_params(&custom.method))
+            }
+            _ => Ok(()),
+        },
+        Ok(_) => Ok(()),
+        Err(error) => match message.value.get("method").and_then(Value::as_str) {
+            Some(method) => Err(invalid_params(method)),
+            None => Err(jsonrpc::EdgeError {
+                code: jsonrpc::INVALID_REQUEST,
+                message: format!("Invalid Request: the response does not fit MCP ({error})"),
+                id: message.id.clone(),
+            }),
+        },
+    }
+}
+
+fn is_event_stream(response: &Response) -> bool {
+    response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("text/event-stream"))
+}
+
+/// Reads an event stream until the JSON-RPC response to `id` arrives and
+/// answers it as `application/json`, keeping the other headers.
+async fn unwrap_event_stream(response: Response, id: &Value) -> Response {
+    let (mut parts, body) = response.into_parts();
+    let mut stream = body.into_data_stream();
+    let mut buffer = String::new();
+    while let Some(chunk) = stream.next().await {
+        let Ok(chunk): Result<Bytes, _> = chunk else { break };
+        buffer.push_str(&String::from_utf8_lossy(&chunk));
+        if let Some(found) = response_in(&buffer, id) {
+            parts.headers.remove(header::CONTENT_LENGTH);
+            parts.headers.remove(header::CACHE_CONTROL);
+            parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            parts.status = StatusCode::OK;
+            return Response::from_parts(parts, Body::from(found));
+        }
+    }
+    rpc_error(StatusCode::BAD_GATEWAY, id.clone(), -32603, "the server's event stream ended without a response")
+}
+
+/// The data of the first complete event carrying a JSON-RPC response to
+/// `id`.
+fn response_in(buffer: &str, id: &Value) -> Option<String> {
+    let normalized = buffer.replace("\r\n", "\n");
+    let mut events = normalized.split("\n\n").collect::<Vec<_>>();
+    // The last piece may be an incomplete event.
+    events.pop();
+    for event in events {
+        let data: Vec<&str> = event
+            .lines()
+            .filter_map(|line| line.strip_prefix("data:"))
+            .map(|d| d.strip_prefix(' ').unwrap_or(d))
+            .collect();
+        if data.is_empty() {
+            continue;
+        }
+        let text = data.join("\n");
+        if let Ok(message) = serde_json::from_str::<Value>(&text)
+            && message.get("id") == Some(id)
+            && (message.get("result").is_some() || message.get("error").is_some())
+        {
+            return Some(text);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn typed_methods_with_fitting_params_pass_and_unfitting_ones_are_invalid_params() {
+        for body in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"k":1}}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"some/extension","params":{"any":[1]}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"no"}}"#,
+        ] {
+            assert!(classify_body(body.as_bytes()).is_ok(), "{body}: {:?}", classify_body(body.as_bytes()));
+        }
+        for body in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":5}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":true}}"#,
+            // Arguments that are not an object are checked as they are.
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":[1]}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":"{}"}}"#,
+            // An object of arguments does not hide the rest of the params.
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":5,"arguments":{"a":1}}}"#,
+        ] {
+            let error = classify_body(body.as_bytes()).unwrap_err();
+            assert_eq!(error.code, jsonrpc::INVALID_PARAMS, "{body}");
+        }
+    }
+
+    /// The typed check of a tools/call sees an empty object in place of the
+    /// arguments (see `classify_body`); the accepted message still carries
+    /// them exactly as sent.
+    #[test]
+    fn a_tool_call_keeps_its_arguments() {
+        let arguments =
+            json!({"workflow": {"steps": [{"id": "a", "kind": "set", "value": [1, {"b": null}]}]}, "n": 1.5});
+        let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                          "params": {"name": "validate_workflow", "arguments": arguments}});
+        let message = classify_body(body.to_string().as_bytes()).unwrap();
+        assert_eq!(message.value, body);
+        assert_eq!(message.id, json!(9));
+    }
+
+    #[test]
+    fn finds_the_response_among_events() {
+        let stream = "id: 0\nretry: 3000\ndata: \n\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n\n";
+        assert_eq!(response_in(stream, &json!(7)).as_deref(), Some("{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}"));
+        assert_eq!(response_in(stream, &json!(8)), None);
+        assert_eq!(
+            response_in("data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}", &json!(7)),
+            None,
+            "incomplete event"
+        );
+    }
+}

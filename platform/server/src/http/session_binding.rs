@@ -1,0 +1,159 @@
+//! The session-binding layer in front of rmcp's Streamable HTTP service
+//! (Part III §8.1, §8.4), between authentication and rmcp:
+//!
+//! - a request carrying `Mcp-Session-Id` (POST, GET streams and their
+//!   resumption with `Last-Event-ID`, DELETE) passes with its id only when
+//!   the session is bound to the request's principal (tenant and subject);
+//!   otherwise the id is replaced by one no session ever has, so rmcp gives
+//!   exactly the answer an unknown session gets (404 `Session not found`
+//!   for POST and GET, the same 204 for DELETE, which then ends nothing);
+//! - an `initialize` without `Mcp-Session-Id` (it would open a session)
+//!   first takes a place under the ceilings
+//!   ([`SessionBindings::reserve`]); beyond a ceiling it is refused with
+//!   HTTP 429, `Retry-After` and a JSON-RPC error, and no session is
+//!   created. The place travels to the session manager with the request
+//!   ([`PendingSession`]), which binds it to the new id.
+//!
+//! Why 429 and not 403: the refusal is about what the caller holds now and
+//! clears when it ends a session (DELETE) or one idles out; 429 with
+//! `Retry-After` is what HTTP clients already treat as "back off, then
+//! retry". 403 would say the credential may never do this (a client would
+//! ask for another token), and 503 would blame the server (a balancer would
+//! send the caller elsewhere to open more).
+//!
+//! Stateless requests (2026-07-28, no `initialize`, no session) are
+//! neither counted nor checked.
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use crate::mcp::session_binding::{PendingSession, SessionBindingError, SessionBindings, SessionOwner};
+use crate::tenancy::Principal;
+
+/// The session header of Streamable HTTP.
+pub const SESSION_HEADER: HeaderName = HeaderName::from_static("mcp-session-id");
+
+/// The id put in place of a session id the caller does not hold. It is not
+/// of the form rmcp issues (a UUID), so no session ever has it.
+pub const UNKNOWN_SESSION_ID: &str = "pilotage-unknown-session";
+
+/// The JSON-RPC error code of a refused `initialize` (the start of
+/// JSON-RPC's implementation-defined server-error range).
+pub const SESSION_CEILING_CODE: i64 = -32000;
+
+/// The layer's state.
+#[derive(Clone, Debug)]
+pub struct SessionBinding {
+    /// The bindings and ceilings.
+    pub bindings: SessionBindings,
+    /// Largest body read to recognise an `initialize`, in bytes (the
+    /// `max_body_bytes` setting; the compatibility layer has already
+    /// refused anything larger).
+    pub max_body_bytes: usize,
+    /// Sessions shared by replicas on one PostgreSQL; `None` on SQLite.
+    pub shared: Option<crate::fleet::sessions::SharedSessions>,
+}
+
+/// The JSON-RPC `id` of an `initialize` request, when `body` is one.
+fn initialize_id(body: &[u8]) -> Option<Value> {
+    let message: Value = serde_json::from_slice(body).ok()?;
+    let object = message.as_object()?;
+    (object.get("method").and_then(Value::as_str) == Some("initialize")).then(|| object.get("id").cloned())?
+}
+
+fn ceiling_refusal(error: &SessionBindingError, id: Value) -> Response {
+    let SessionBindingError::CeilingReached { scope, limit, retry_after } = error;
+    let seconds = retry_after.as_secs_f64().ceil() as u64;
+    let body = json!({"jsonrpc": "2.0", "id": id, "error": {
+        "code": SESSION_CEILING_CODE,
+        "message": error.to_string(),
+        "data": {"reason": "session_ceiling", "scope": scope.as_str(), "limit": limit, "retry_after_s": seconds}
+    }});
+    let mut response = (StatusCode::TOO_MANY_REQUESTS, body.to_string()).into_response();
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    response
+}
+
+/// The middleware function.
+pub async fn session_binding(State(layer): State<SessionBinding>, mut request: Request, next: Next) -> Response {
+    let caller = request.extensions().get::<Principal>().map(SessionOwner::of);
+    if let Some(value) = request.headers().get(&SESSION_HEADER) {
+        let id = value.to_str().ok().map(str::to_owned);
+        let local = id.as_deref().and_then(|id| layer.bindings.owner(id));
+        let mut held = matches!((&local, &caller), (Some(owner), Some(caller)) if owner == caller);
+        // A session this replica does not hold may be another replica's:
+        // its stored owner decides (fleet::sessions); rmcp restores it.
+        let mut adopted = None;
+        if local.is_none()
+            && let (Some(shared), Some(id), Some(caller)) = (&layer.shared, &id, &caller)
+            && shared.owner(id).await.is_some_and(|owner| owner == *caller)
+        {
+            layer.bindings.adopt(id, caller);
+            held = true;
+            adopted = Some(id.clone());
+        }
+        if !held {
+            request.headers_mut().insert(SESSION_HEADER, HeaderValue::from_static(UNKNOWN_SESSION_ID));
+            return next.run(request).await;
+        }
+        if let (Some(shared), Some(id)) = (&layer.shared, &id) {
+            shared.touch(id);
+        }
+        let deleting = request.method() == Method::DELETE;
+        let response = next.run(request).await;
+        // A restore that failed, or a DELETE of a session restored just for
+        // it, leaves no session here to end the binding: end it now.
+        if let Some(id) = adopted
+            && (deleting || response.status() == StatusCode::NOT_FOUND)
+        {
+            layer.bindings.release(&id);
+        }
+        return response;
+    }
+    let Some(caller) = caller else { return next.run(request).await };
+    if request.method() != Method::POST {
+        return next.run(request).await;
+    }
+    let (mut parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, layer.max_body_bytes).await else {
+        let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600,
+            "message": format!("the request body is larger than {} bytes", layer.max_body_bytes)}});
+        return (StatusCode::PAYLOAD_TOO_LARGE, [(header::CONTENT_TYPE, "application/json")], body.to_string())
+            .into_response();
+    };
+    let Some(id) = initialize_id(&bytes) else {
+        return next.run(Request::from_parts(parts, Body::from(bytes))).await;
+    };
+    let pending = match layer.bindings.reserve(&caller) {
+        Ok(reservation) => PendingSession::new(reservation),
+        Err(error) => {
+            tracing::info!(tenant = %caller.tenant, subject = %caller.subject, %error, "refused an MCP session");
+            return ceiling_refusal(&error, id);
+        }
+    };
+    parts.extensions.insert(pending.clone());
+    let response = next.run(Request::from_parts(parts, Body::from(bytes))).await;
+    // Not bound (the initialize failed before a session existed): the place
+    // is given back.
+    drop(pending.take());
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recognises_initialize_requests_only() {
+        let initialize = br#"{"jsonrpc":"2.0","id":7,"method":"initialize","params":{}}"#;
+        assert_eq!(initialize_id(initialize), Some(json!(7)));
+        assert_eq!(initialize_id(br#"{"jsonrpc":"2.0","method":"initialize"}"#), None, "a notification");
+        assert_eq!(initialize_id(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#), None);
+        assert_eq!(initialize_id(b"not json"), None);
+    }
+}

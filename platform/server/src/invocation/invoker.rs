@@ -1,0 +1,104 @@
+//! Invoking callable catalog entries bound to HTTP endpoints: `POST` the
+//! input as JSON, read JSON back, within a timeout and a size cap.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use pilotage_engine::execution::Invoker;
+use pilotage_protocol::catalog::CatalogEntry;
+use pilotage_engine::catalog::HttpBinding;
+
+/// Invokes entries over HTTP. Blocking: it runs on the Run's own thread
+/// and drives the request on the server's runtime.
+pub struct HttpInvoker {
+    client: reqwest::Client,
+    runtime: tokio::runtime::Handle,
+    bindings: Arc<BTreeMap<String, HttpBinding>>,
+    max_timeout: Duration,
+    max_bytes: u64,
+}
+
+impl HttpInvoker {
+    /// An invoker for `bindings` (entry id → binding).
+    pub fn new(
+        client: reqwest::Client,
+        runtime: tokio::runtime::Handle,
+        bindings: Arc<BTreeMap<String, HttpBinding>>,
+        max_timeout: Duration,
+        max_bytes: u64,
+    ) -> HttpInvoker {
+        HttpInvoker { client, runtime, bindings, max_timeout, max_bytes }
+    }
+
+    /// Invokes the endpoint of `binding` with `input`, blocking on the
+    /// runtime.
+    ///
+    /// # Errors
+    /// A message when the endpoint fails, times out, answers a non-2xx
+    /// status, or answers something that is not JSON.
+    pub fn invoke_binding(&self, binding: &HttpBinding, input: &Value) -> Result<Value, String> {
+        self.invoke_with_headers(binding, input, &binding.headers)
+    }
+
+    /// Like [`HttpInvoker::invoke_binding`], with the headers already
+    /// resolved (secrets substituted).
+    ///
+    /// # Errors
+    /// As [`HttpInvoker::invoke_binding`].
+    pub fn invoke_with_headers(
+        &self,
+        binding: &HttpBinding,
+        input: &Value,
+        headers: &BTreeMap<String, String>,
+    ) -> Result<Value, String> {
+        self.runtime.block_on(self.call(binding, input, headers))
+    }
+
+    async fn call(
+        &self,
+        binding: &HttpBinding,
+        input: &Value,
+        headers: &BTreeMap<String, String>,
+    ) -> Result<Value, String> {
+        let timeout =
+            binding.timeout_ms.map(Duration::from_millis).map_or(self.max_timeout, |t| t.min(self.max_timeout));
+        let mut request = self.client.post(&binding.url).json(input).timeout(timeout);
+        for (name, value) in headers {
+            request = request.header(name.as_str(), value.as_str());
+        }
+        let response = request.send().await.map_err(|error| {
+            if error.is_timeout() {
+                format!("no answer within {} ms", timeout.as_millis())
+            } else {
+                format!("the service is unreachable: {error}")
+            }
+        })?;
+        let status = response.status();
+        let mut body = Vec::new();
+        let mut response = response;
+        while let Some(chunk) = response.chunk().await.map_err(|error| format!("reading the answer failed: {error}"))? {
+            body.extend_from_slice(&chunk);
+            if body.len() as u64 > self.max_bytes {
+                return Err(format!("the answer is larger than {} bytes", self.max_bytes));
+            }
+        }
+        if !status.is_success() {
+            let text = String::from_utf8_lossy(&body);
+            let snippet: String = text.chars().take(300).collect();
+            return Err(format!("HTTP {}: {snippet}", status.as_u16()));
+        }
+        serde_json::from_slice(&body).map_err(|error| format!("the answer is not JSON: {error}"))
+    }
+}
+
+impl Invoker for HttpInvoker {
+    fn invoke(&self, entry: &CatalogEntry, input: &Value) -> Result<Value, String> {
+        let Some(binding) = self.bindings.get(&entry.id) else {
+            return Err(format!("'{}' has no HTTP binding", entry.id));
+        };
+        self.invoke_binding(binding, input)
+    }
+}

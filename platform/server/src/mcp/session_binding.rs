@@ -1,0 +1,390 @@
+//! Session binding and the session ceiling: each MCP session (Streamable
+//! HTTP `Mcp-Session-Id`, Part III §8.1) belongs to the principal that
+//! opened it, and a principal or tenant holds at most a set number of
+//! sessions at once.
+//!
+//! [`SessionBindings`] is the whole interface: [`SessionBindings::reserve`]
+//! takes a place for an `initialize` before the session exists (refusing
+//! beyond the ceilings), [`Reservation::bind`] hands the place to the
+//! session id once the session manager creates it,
+//! [`SessionBindings::owner`] answers whose a session is (and counts it as
+//! used), and [`SessionBindings::release`] ends the binding when the
+//! session ends. Counts are live: a place is held from the reservation
+//! until the session ends (DELETE, idle expiry, shutdown), or until the
+//! reservation is dropped unbound (the `initialize` failed).
+//!
+//! The state is in this process. With replicas on one PostgreSQL, a
+//! session's owner is also stored (`fleet::sessions`); a replica that is
+//! asked for a session it does not hold [`SessionBindings::adopt`]s it when
+//! the stored owner is the caller. Ceilings count the sessions each replica
+//! holds (per replica, documented in the settings).
+//!
+//! Invariant: a session id is reachable only through its binding; the
+//! HTTP edge answers an id bound to another principal, or bound to nobody,
+//! exactly as an unknown id (`http/session_binding.rs`).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::tenancy::Principal;
+
+/// Who a session belongs to: the tenant and subject of the principal that
+/// opened it (Part III §8.4). Scopes are not part of it, so a principal
+/// whose token is refreshed with other scopes keeps its sessions; the
+/// tenant is the one the request acted in (the path's `/t/{tenant}/mcp`,
+/// or the token's only tenant on `/mcp`), so a session opened in one tenant
+/// is unknown in another.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SessionOwner {
+    /// The tenant.
+    pub tenant: String,
+    /// The subject within the tenant.
+    pub subject: String,
+}
+
+impl SessionOwner {
+    /// The owner a request of `principal` acts as.
+    pub fn of(principal: &Principal) -> SessionOwner {
+        SessionOwner { tenant: principal.tenant.clone(), subject: principal.subject.clone() }
+    }
+}
+
+/// The ceilings: how many sessions may be open at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SessionCeilings {
+    /// Per principal (tenant and subject). Setting
+    /// `max_sessions_per_principal`, default 64.
+    pub per_principal: usize,
+    /// Per tenant, over all its principals. Setting
+    /// `max_sessions_per_tenant`, default 1024.
+    pub per_tenant: usize,
+    /// The idle time after which a session ends (setting
+    /// `session_idle_secs`), to tell a refused client when a place frees
+    /// at the latest.
+    pub idle: Duration,
+}
+
+/// Which ceiling refused a session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CeilingScope {
+    /// The principal's.
+    Principal,
+    /// The tenant's.
+    Tenant,
+}
+
+impl CeilingScope {
+    /// `principal` or `tenant`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CeilingScope::Principal => "principal",
+            CeilingScope::Tenant => "tenant",
+        }
+    }
+}
+
+/// Why a session was not opened.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SessionBindingError {
+    /// Occurs when the principal or its tenant already holds as many open
+    /// sessions as its ceiling allows.
+    #[error(
+        "too many open MCP sessions: the {} ceiling of {limit} is reached; end a session you no longer use (HTTP DELETE with its Mcp-Session-Id) or wait for one to idle out",
+        .scope.as_str()
+    )]
+    CeilingReached {
+        /// Which ceiling.
+        scope: CeilingScope,
+        /// Its value.
+        limit: usize,
+        /// When a place frees at the latest if the sessions held stay idle.
+        retry_after: Duration,
+    },
+}
+
+/// One subject's sessions in a tenant.
+#[derive(Debug, Default)]
+struct SubjectSessions {
+    /// Places held: bound sessions and reservations.
+    held: usize,
+    /// Bound sessions and when each was last used.
+    last_used: HashMap<String, Instant>,
+}
+
+/// One tenant's sessions.
+#[derive(Debug, Default)]
+struct TenantSessions {
+    /// Places held over all subjects.
+    held: usize,
+    subjects: HashMap<String, SubjectSessions>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    owners: HashMap<String, SessionOwner>,
+    tenants: HashMap<String, TenantSessions>,
+}
+
+impl State {
+    fn give_back(&mut self, owner: &SessionOwner) {
+        if let Some(tenant) = self.tenants.get_mut(&owner.tenant) {
+            tenant.held = tenant.held.saturating_sub(1);
+            if let Some(subject) = tenant.subjects.get_mut(&owner.subject) {
+                subject.held = subject.held.saturating_sub(1);
+                if subject.held == 0 {
+                    tenant.subjects.remove(&owner.subject);
+                }
+            }
+            if tenant.held == 0 {
+                self.tenants.remove(&owner.tenant);
+            }
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Shared {
+    ceilings: SessionCeilings,
+    state: Mutex<State>,
+}
+
+/// Which principal each session belongs to, and how many places each
+/// principal and tenant holds. Cheap to clone (shared).
+#[derive(Clone, Debug)]
+pub struct SessionBindings {
+    shared: Arc<Shared>,
+}
+
+/// A place taken for a session about to be created. Dropped unbound, it
+/// gives the place back.
+#[derive(Debug)]
+pub struct Reservation {
+    shared: Arc<Shared>,
+    owner: SessionOwner,
+    armed: bool,
+}
+
+impl Reservation {
+    /// The owner it was taken for.
+    pub fn owner(&self) -> &SessionOwner {
+        &self.owner
+    }
+
+    /// Binds the place to `session_id`: the session is now `owner`'s until
+    /// [`SessionBindings::release`].
+    pub fn bind(mut self, session_id: &str) {
+        self.armed = false;
+        let mut state = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(subject) =
+            state.tenants.get_mut(&self.owner.tenant).and_then(|tenant| tenant.subjects.get_mut(&self.owner.subject))
+        {
+            subject.last_used.insert(session_id.to_owned(), Instant::now());
+        }
+        state.owners.insert(session_id.to_owned(), self.owner.clone());
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if self.armed {
+            self.shared.state.lock().unwrap_or_else(|p| p.into_inner()).give_back(&self.owner);
+        }
+    }
+}
+
+/// A reservation travelling with an `initialize` request (in its HTTP
+/// request extensions) to the session manager, which binds it to the id it
+/// creates. Clones share the one reservation; whoever takes it first gets
+/// it.
+#[derive(Clone, Debug)]
+pub struct PendingSession(Arc<Mutex<Option<Reservation>>>);
+
+impl PendingSession {
+    /// Wraps `reservation`.
+    pub fn new(reservation: Reservation) -> PendingSession {
+        PendingSession(Arc::new(Mutex::new(Some(reservation))))
+    }
+
+    /// The reservation, once.
+    pub fn take(&self) -> Option<Reservation> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+}
+
+impl SessionBindings {
+    /// No sessions yet, under `ceilings`.
+    pub fn new(ceilings: SessionCeilings) -> SessionBindings {
+        SessionBindings { shared: Arc::new(Shared { ceilings, state: Mutex::new(State::default()) }) }
+    }
+
+    /// The ceilings in force.
+    pub fn ceilings(&self) -> SessionCeilings {
+        self.shared.ceilings
+    }
+
+    /// Takes a place for a session of `owner`.
+    ///
+    /// # Errors
+    /// [`SessionBindingError::CeilingReached`] when `owner` or its tenant
+    /// already holds its ceiling's number of places; nothing is taken.
+    pub fn reserve(&self, owner: &SessionOwner) -> Result<Reservation, SessionBindingError> {
+        let ceilings = self.shared.ceilings;
+        let mut state = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
+        let tenant = state.tenants.entry(owner.tenant.clone()).or_default();
+        let subject_held = tenant.subjects.get(&owner.subject).map_or(0, |subject| subject.held);
+        let refused = if subject_held >= ceilings.per_principal {
+            let soonest = tenant.subjects.get(&owner.subject).and_then(|s| s.last_used.values().min().copied());
+            Some((CeilingScope::Principal, ceilings.per_principal, soonest))
+        } else if tenant.held >= ceilings.per_tenant {
+            let soonest = tenant.subjects.values().flat_map(|s| s.last_used.values()).min().copied();
+            Some((CeilingScope::Tenant, ceilings.per_tenant, soonest))
+        } else {
+            None
+        };
+        if let Some((scope, limit, soonest)) = refused {
+            if tenant.held == 0 {
+                state.tenants.remove(&owner.tenant);
+            }
+            // The least recently used session idles out first; when every
+            // place is a reservation in flight, one frees in moments.
+            let retry_after = soonest
+                .map(|used| ceilings.idle.saturating_sub(used.elapsed()))
+                .unwrap_or(Duration::from_secs(1))
+                .max(Duration::from_secs(1));
+            return Err(SessionBindingError::CeilingReached { scope, limit, retry_after });
+        }
+        tenant.held += 1;
+        tenant.subjects.entry(owner.subject.clone()).or_default().held += 1;
+        Ok(Reservation { shared: self.shared.clone(), owner: owner.clone(), armed: true })
+    }
+
+    /// Whose session `session_id` is, marking it used now; `None` when no
+    /// principal holds it (unknown, ended, or never bound).
+    pub fn owner(&self, session_id: &str) -> Option<SessionOwner> {
+        let mut state = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
+        let owner = state.owners.get(session_id)?.clone();
+        if let Some(used) = state
+            .tenants
+            .get_mut(&owner.tenant)
+            .and_then(|tenant| tenant.subjects.get_mut(&owner.subject))
+            .and_then(|subject| subject.last_used.get_mut(session_id))
+        {
+            *used = Instant::now();
+        }
+        Some(owner)
+    }
+
+    /// Binds `session_id`, opened by `owner` on another replica, here too
+    /// (`fleet::sessions`): it takes a place without a ceiling check, since
+    /// the session exists already and refusing it would end it for its
+    /// client. Ceilings are per replica.
+    pub fn adopt(&self, session_id: &str, owner: &SessionOwner) {
+        let mut state = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
+        if state.owners.contains_key(session_id) {
+            return;
+        }
+        let tenant = state.tenants.entry(owner.tenant.clone()).or_default();
+        tenant.held += 1;
+        let subject = tenant.subjects.entry(owner.subject.clone()).or_default();
+        subject.held += 1;
+        subject.last_used.insert(session_id.to_owned(), Instant::now());
+        state.owners.insert(session_id.to_owned(), owner.clone());
+    }
+
+    /// Ends the binding of `session_id` and gives its place back (the
+    /// session ended). Unknown ids are ignored.
+    pub fn release(&self, session_id: &str) {
+        let mut state = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(owner) = state.owners.remove(session_id) else { return };
+        if let Some(subject) =
+            state.tenants.get_mut(&owner.tenant).and_then(|tenant| tenant.subjects.get_mut(&owner.subject))
+        {
+            subject.last_used.remove(session_id);
+        }
+        state.give_back(&owner);
+    }
+
+    /// Places `owner` holds now (bound sessions and reservations).
+    pub fn held_by(&self, owner: &SessionOwner) -> usize {
+        let state = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.tenants.get(&owner.tenant).and_then(|t| t.subjects.get(&owner.subject)).map_or(0, |s| s.held)
+    }
+
+    /// Places `tenant` holds now.
+    pub fn held_in(&self, tenant: &str) -> usize {
+        let state = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.tenants.get(tenant).map_or(0, |t| t.held)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owner(tenant: &str, subject: &str) -> SessionOwner {
+        SessionOwner { tenant: tenant.into(), subject: subject.into() }
+    }
+
+    fn bindings(per_principal: usize, per_tenant: usize) -> SessionBindings {
+        SessionBindings::new(SessionCeilings { per_principal, per_tenant, idle: Duration::from_secs(1800) })
+    }
+
+    #[test]
+    fn a_bound_session_answers_its_owner_and_ends_with_release() {
+        let bindings = bindings(2, 4);
+        let alice = owner("a", "alice");
+        bindings.reserve(&alice).unwrap().bind("s1");
+        assert_eq!(bindings.owner("s1"), Some(alice.clone()));
+        assert_eq!(bindings.owner("s2"), None);
+        assert_eq!(bindings.held_by(&alice), 1);
+        bindings.release("s1");
+        assert_eq!(bindings.owner("s1"), None);
+        assert_eq!(bindings.held_by(&alice), 0);
+        assert_eq!(bindings.held_in("a"), 0);
+        // Releasing twice (rmcp closes a deleted session twice) is harmless.
+        bindings.release("s1");
+        assert_eq!(bindings.held_in("a"), 0);
+    }
+
+    #[test]
+    fn the_principal_ceiling_refuses_and_frees_on_release() {
+        let bindings = bindings(2, 10);
+        let alice = owner("a", "alice");
+        bindings.reserve(&alice).unwrap().bind("s1");
+        let held = bindings.reserve(&alice).unwrap();
+        let refused = bindings.reserve(&alice).unwrap_err();
+        assert!(matches!(
+            refused,
+            SessionBindingError::CeilingReached { scope: CeilingScope::Principal, limit: 2, .. }
+        ));
+        // Another subject of the same tenant is not held back.
+        bindings.reserve(&owner("a", "bob")).unwrap().bind("s3");
+        // A reservation dropped unbound gives its place back.
+        drop(held);
+        bindings.reserve(&alice).unwrap().bind("s2");
+        assert!(bindings.reserve(&alice).is_err());
+        bindings.release("s1");
+        bindings.reserve(&alice).unwrap().bind("s4");
+        assert_eq!(bindings.held_by(&alice), 2);
+    }
+
+    #[test]
+    fn the_tenant_ceiling_counts_every_principal_of_the_tenant() {
+        let bindings = bindings(2, 3);
+        bindings.reserve(&owner("a", "alice")).unwrap().bind("s1");
+        bindings.reserve(&owner("a", "alice")).unwrap().bind("s2");
+        bindings.reserve(&owner("a", "bob")).unwrap().bind("s3");
+        let refused = bindings.reserve(&owner("a", "carol")).unwrap_err();
+        let SessionBindingError::CeilingReached { scope, limit, retry_after } = refused;
+        assert_eq!((scope, limit), (CeilingScope::Tenant, 3));
+        assert!(retry_after > Duration::from_secs(1700) && retry_after <= Duration::from_secs(1800));
+        // Another tenant is not held back.
+        bindings.reserve(&owner("b", "carol")).unwrap().bind("s4");
+        bindings.release("s3");
+        bindings.reserve(&owner("a", "carol")).unwrap().bind("s5");
+        assert_eq!(bindings.held_in("a"), 3);
+        assert_eq!(bindings.held_in("b"), 1);
+    }
+}

@@ -1,0 +1,88 @@
+//! What every operation works with ([`Context`]: the platform, the caller
+//! and the caller's tenant) and how it fails ([`OpError`]: a request error
+//! of Part III §7.2, or a structural fault the binding reports as a carrier
+//! error, §7.1).
+
+use std::sync::Arc;
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use pilotage_protocol::request_error::{RequestError, RequestErrorKind};
+use crate::tenancy::{LanguageSlot, Platform, Principal, Tenant};
+
+/// Why an operation produced no ordinary result.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OpError {
+    /// A request error (`isError: true`, Part III §7.2).
+    Request(RequestError),
+    /// A structural fault: a missing required member or a wrong JSON type
+    /// (a JSON-RPC -32602, Part III §7.1).
+    Structural(String),
+}
+
+impl From<RequestError> for OpError {
+    fn from(error: RequestError) -> Self {
+        OpError::Request(error)
+    }
+}
+
+/// A request error of `kind`.
+pub fn request_error(kind: RequestErrorKind, message: impl Into<String>) -> OpError {
+    OpError::Request(RequestError::new(kind, message))
+}
+
+/// The caller of one operation.
+#[derive(Clone, Debug)]
+pub struct Caller {
+    /// Who.
+    pub principal: Principal,
+    /// The MCP session the call arrived on, if any.
+    pub session_id: Option<String>,
+}
+
+/// What every operation works with: the platform, the caller's tenant.
+#[derive(Clone, Debug)]
+pub struct Context {
+    /// The platform.
+    pub platform: Platform,
+    /// The caller.
+    pub caller: Caller,
+    /// The caller's tenant.
+    pub tenant: Arc<Tenant>,
+}
+
+impl Context {
+    /// A Language of the caller's tenant, or `not_found` naming the
+    /// Languages there are (Part IV §9: name the choices when few).
+    ///
+    /// # Errors
+    /// `not_found` when the tenant has no such Language.
+    pub fn language(&self, name: &str) -> Result<Arc<LanguageSlot>, OpError> {
+        self.tenant.language(name).ok_or_else(|| {
+            let names: Vec<String> = self.tenant.languages().iter().map(|slot| slot.entry.name.clone()).collect();
+            request_error(
+                RequestErrorKind::NotFound,
+                format!("unknown language '{name}'; languages here: {}", names.join(", ")),
+            )
+        })
+    }
+}
+
+/// Parses tool arguments into `T`. A missing required member or a member
+/// of the wrong JSON type is structural (Part III §7.1).
+///
+/// # Errors
+/// [`OpError::Structural`] with serde's message.
+pub fn arguments<T: DeserializeOwned>(arguments: &Value) -> Result<T, OpError> {
+    serde_json::from_value(arguments.clone())
+        .map_err(|error| OpError::Structural(format!("invalid arguments: {error}")))
+}
+
+/// Members present in `arguments` other than `allowed`.
+pub fn members_outside(arguments: &Value, allowed: &[&str]) -> Vec<String> {
+    arguments
+        .as_object()
+        .map(|map| map.keys().filter(|key| !allowed.contains(&key.as_str())).cloned().collect())
+        .unwrap_or_default()
+}

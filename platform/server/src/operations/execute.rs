@@ -1,0 +1,904 @@
+//! `execute` (Part II §6.5, Part III §4.4) in the exact processing order of
+//! Part II §6.5.2; the first failing check decides the response:
+//!
+//! 1. well-formedness: runnable selection, `program_ref` resolution,
+//!    `trace_level`, `test_run`, `mode`, `store` against retention,
+//!    idempotency conflict (a replay returns the recorded response);
+//! 2. catalog drift;
+//! 3. revalidation (inline) or the promotion baseline (`program_ref`);
+//! 4. input and context binding;
+//! 5. execution: claim the idempotency key (owned by this process under a
+//!    renewed lease, `idempotency.rs`), run under bounds, record the run
+//!    durably when retained, then respond. A component may still refuse
+//!    before invoking anything, when the program cannot run in the mode
+//!    asked (a check `validate` cannot make, not knowing the mode): the
+//!    answer is then a refused Run, `validation_error` with the
+//!    component's diagnostics (Part IV §9, `language::execution`).
+//!
+//! Invariant: refused Runs (`validation_error`, `catalog_drift`,
+//! `promotion_drift`) have no side effects, are never stored, and never
+//! hold an idempotency key.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::idempotency::interrupted_response;
+use super::validate::validated;
+use super::{Context, OpError, request_error};
+use pilotage_engine::catalog::version::canonical_json;
+use pilotage_engine::execution::{self, ExecutionRequest};
+use pilotage_engine::validation::{self, Program, Validated};
+use pilotage_protocol::capabilities::{Capability, SubFeature};
+use pilotage_protocol::diagnostic::{Diagnostic, INPUT_BINDING};
+use pilotage_protocol::manifest::ExecutionMode;
+use pilotage_protocol::outcome::{CATALOG_DRIFT, Outcome, PROMOTION_DRIFT, VALIDATION_ERROR};
+use pilotage_protocol::request_error::RequestErrorKind;
+use pilotage_protocol::requests::{ExecuteResponse, TraceFetchResponse};
+use pilotage_protocol::retention::Retention;
+use pilotage_protocol::trace::{TraceLevel, at_level, effective_level};
+use crate::invocation::promotion::{PromotedProgram, drifted};
+use crate::invocation::tenant_invoker::TenantInvoker;
+use crate::tenancy::LanguageSlot;
+use pilotage_store::{Claim, HeldClaim, NewClaim, RunRow};
+use pilotage_telemetry::spans;
+
+/// The reserved members of an execute tool (Part III §4.4) besides the
+/// program argument.
+#[derive(Debug, Default, Deserialize)]
+struct ExecuteArguments {
+    #[serde(default)]
+    program_ref: Option<String>,
+    #[serde(default, deserialize_with = "pilotage_protocol::present")]
+    input: Option<Value>,
+    #[serde(default, deserialize_with = "pilotage_protocol::present")]
+    context: Option<Value>,
+    #[serde(default)]
+    trace_level: Option<String>,
+    #[serde(default)]
+    expected_catalog_version: Option<String>,
+    #[serde(default)]
+    idempotency_key: Option<String>,
+    #[serde(default)]
+    test_run: Option<bool>,
+    #[serde(default)]
+    store: Option<bool>,
+    #[serde(default)]
+    mode: Option<String>,
+}
+
+/// The message every unresolvable `program_ref` gets, whether it does not
+/// exist or is not visible to the caller (Part II §6.5.2 step 1).
+pub const UNKNOWN_PROGRAM_REF: &str = "unknown program_ref: promote the program first, or look it up in the catalog";
+
+/// A new run identifier: `run_` and 24 random hex digits.
+pub fn new_run_id() -> String {
+    format!("run_{}", hex::encode(rand::random::<[u8; 12]>()))
+}
+
+enum Runnable {
+    Inline(Value),
+    Promoted(Arc<PromotedProgram>),
+}
+
+fn sha(parts: &[&str]) -> String {
+    let mut hasher = Sha256::new();
+    for part in parts {
+        hasher.update((part.len() as u64).to_le_bytes());
+        hasher.update(part.as_bytes());
+    }
+    hex::encode(hasher.finalize())
+}
+
+/// Counts a Run of `language` that ended `status` and records its id and
+/// status on the request's span (the current one).
+fn observe_outcome(context: &Context, language: &str, run_id: &str, status: &str) {
+    context.platform.engine().metrics().run(language, status);
+    spans::record_run(&tracing::Span::current(), run_id, status);
+}
+
+/// The response of a Run refused before anything ran (counted as a Run of
+/// `language`).
+fn refused(
+    context: &Context,
+    language: &str,
+    run_id: String,
+    status: &str,
+    error: &str,
+    diagnostics: Option<Vec<Diagnostic>>,
+) -> Value {
+    observe_outcome(context, language, &run_id, status);
+    serde_json::to_value(ExecuteResponse {
+        run_id,
+        outcome: Outcome::failure(status, error),
+        output: None,
+        diagnostics,
+        trace: None,
+    })
+    .unwrap_or(Value::Null)
+}
+
+/// Serves an execute loop tool.
+///
+/// # Errors
+/// Request errors of Part III §7.2 for well-formedness failures;
+/// `bounds_exceeded`/`internal` when revalidation cannot complete. A
+/// refused or failed Run is a result, never an error.
+pub async fn execute(context: &Context, slot: &Arc<LanguageSlot>, raw: &Value) -> Result<Value, OpError> {
+    let description = slot.description();
+    let language = slot.entry.name.clone();
+    let args: ExecuteArguments = super::arguments(raw)?;
+    let manifest = context.tenant.manifest();
+    let map = slot.entry.effective_capabilities(&manifest);
+    let declares_sub = |feature| map.as_ref().is_some_and(|m| m.declares_sub(feature));
+    let declares = |capability| map.as_ref().is_some_and(|m| m.declares(capability));
+
+    // 1. Well-formedness.
+    let program = raw.get(&description.program_argument).cloned();
+    let runnable = match (program, &args.program_ref) {
+        (Some(_), Some(_)) => {
+            return Err(request_error(
+                RequestErrorKind::InvalidRequest,
+                format!(
+                    "give either '{}' (an inline program) or 'program_ref', not both",
+                    description.program_argument
+                ),
+            ));
+        }
+        (None, None) => {
+            return Err(request_error(
+                RequestErrorKind::InvalidRequest,
+                format!(
+                    "give '{}' (an inline program) or 'program_ref' (a promoted program)",
+                    description.program_argument
+                ),
+            ));
+        }
+        (Some(program), None) => Runnable::Inline(program),
+        (None, Some(reference)) => {
+            let find = || {
+                let snapshot = context.tenant.snapshot(&context.caller.principal, &language);
+                context
+                    .tenant
+                    .promoted(reference)
+                    .filter(|program| program.language == language && snapshot.get(reference).is_some())
+            };
+            let mut promoted = find();
+            // Promoted through another replica a moment ago, before this one
+            // applied the announcement: read it from the store now, so a
+            // client reads its own write wherever the balancer sends it.
+            if promoted.is_none() && context.platform.store().is_shared() {
+                let change = crate::fleet::announce::Change::Promoted {
+                    tenant: context.tenant.id.clone(),
+                    program_ref: reference.clone(),
+                };
+                if let Err(error) = crate::fleet::follow::apply(&context.platform, &change).await {
+                    tracing::warn!(%error, "cannot read a promoted program from the store");
+                }
+                promoted = find();
+            }
+            match promoted {
+                Some(program) => Runnable::Promoted(program),
+                None => return Err(request_error(RequestErrorKind::NotFound, UNKNOWN_PROGRAM_REF)),
+            }
+        }
+    };
+    let requested_level = match args.trace_level.as_deref() {
+        None => None,
+        Some(text) => Some(TraceLevel::parse(text).ok_or_else(|| {
+            request_error(
+                RequestErrorKind::InvalidRequest,
+                format!("unknown trace_level '{text}'; use none, summary or full"),
+            )
+        })?),
+    };
+    if args.test_run.is_some() && !declares_sub(SubFeature::TestRun) {
+        return Err(request_error(
+            RequestErrorKind::InvalidRequest,
+            format!("{language} does not declare execute.test_run; omit 'test_run'"),
+        ));
+    }
+    let deploy = match (description.execution, args.mode.as_deref()) {
+        (ExecutionMode::Both, Some("immediate")) => false,
+        (ExecutionMode::Both, Some("deploy")) => true,
+        (ExecutionMode::Both, Some(other)) => {
+            return Err(request_error(
+                RequestErrorKind::InvalidRequest,
+                format!("unknown mode '{other}'; use immediate or deploy"),
+            ));
+        }
+        (ExecutionMode::Both, None) => {
+            return Err(request_error(
+                RequestErrorKind::InvalidRequest,
+                format!("{language} runs both ways: give mode immediate or deploy"),
+            ));
+        }
+        (_, Some(_)) => {
+            return Err(request_error(
+                RequestErrorKind::InvalidRequest,
+                format!("{language} has one execution mode; omit 'mode'"),
+            ));
+        }
+        (mode, None) => mode == ExecutionMode::Deploy,
+    };
+    let test_run = args.test_run == Some(true);
+    if deploy && !test_run && !slot.component.exports_deploy() {
+        return Err(request_error(
+            RequestErrorKind::Unsupported,
+            format!(
+                "{language} declares execution {:?} but its component does not export 'deploy' (world deploying-language of pilotage:language@1.2.0), so it cannot install programs here",
+                description.execution
+            ),
+        ));
+    }
+    // A test run's simulated clock: the input's `at` (WIT `effects.now`).
+    let clock_ms = match args.input.as_ref().and_then(|input| input.get("at")) {
+        Some(at) if test_run => match at.as_str().and_then(pilotage_engine::clock::parse_rfc3339) {
+            Some(ms) if ms >= 0 => Some(ms as u64),
+            _ => {
+                return Err(request_error(
+                    RequestErrorKind::InvalidRequest,
+                    format!(
+                        "input.at is the test run's simulated clock: an RFC 3339 instant such as 2026-12-03T14:03:00+01:00, not {at}"
+                    ),
+                ));
+            }
+        },
+        _ => None,
+    };
+    let mode = RunMode { deploy: deploy && !test_run, test_run, clock_ms, firing: false };
+    let retention = slot.exposure.retention.clone();
+    if args.store == Some(true) && !retention.retains() {
+        return Err(request_error(
+            RequestErrorKind::Unsupported,
+            format!("{language} declares retention '{retention}': runs cannot be stored; omit 'store'"),
+        ));
+    }
+    if args.store == Some(true) && retention == Retention::Session && context.caller.session_id.is_none() {
+        return Err(request_error(
+            RequestErrorKind::Unsupported,
+            "retention is 'session' and this request has no MCP session: runs cannot be stored; omit 'store'",
+        ));
+    }
+    let idempotency = match &args.idempotency_key {
+        Some(key) if declares_sub(SubFeature::Idempotency) => {
+            let runnable_hash = match &runnable {
+                Runnable::Inline(program) => sha(&[&language, "inline", &canonical_json(program)]),
+                Runnable::Promoted(program) => sha(&[&language, "ref", &program.program_ref]),
+            };
+            let input_hash = sha(&[
+                &args.input.as_ref().map(canonical_json).unwrap_or_default(),
+                &args.context.as_ref().map(canonical_json).unwrap_or_default(),
+            ]);
+            let principal = &context.caller.principal;
+            let held = context
+                .platform
+                .store()
+                .idempotency_get(&principal.tenant, &principal.subject, key)
+                .await
+                .map_err(|e| internal(&e))?;
+            if let Some(held) = held {
+                if held.runnable_hash != runnable_hash || held.input_hash != input_hash {
+                    return Err(conflict(key));
+                }
+                return replay(context, key, effective_level(requested_level, description.trace_ceiling)).await;
+            }
+            Some((key.clone(), runnable_hash, input_hash))
+        }
+        Some(_) => {
+            return Err(request_error(
+                RequestErrorKind::InvalidRequest,
+                format!("{language} does not declare execute.idempotency; omit 'idempotency_key'"),
+            ));
+        }
+        None => None,
+    };
+
+    // 2. Catalog drift.
+    let run_id = new_run_id();
+    let snapshot = context.tenant.snapshot(&context.caller.principal, &language);
+    spans::record_catalog_version(snapshot.catalog_version());
+    if declares(Capability::Catalog)
+        && let Some(expected) = &args.expected_catalog_version
+        && expected != snapshot.catalog_version()
+    {
+        return Ok(refused(context, &language, run_id, CATALOG_DRIFT, "catalog version mismatch", None));
+    }
+
+    // 3. Revalidation, or the promotion baseline.
+    let (program_value, promoted_entry) = match &runnable {
+        Runnable::Inline(program) => (program.clone(), None),
+        Runnable::Promoted(program) => {
+            let changed = drifted(program, &snapshot);
+            if !changed.is_empty() {
+                return Ok(refused(
+                    context,
+                    &language,
+                    run_id,
+                    PROMOTION_DRIFT,
+                    &format!("{} changed since this program was promoted; promote it again", changed.join(", ")),
+                    None,
+                ));
+            }
+            (program.body.clone(), snapshot.get(&program.program_ref).cloned())
+        }
+    };
+    let (program, validated) = validated(context, slot, &program_value, args.context.as_ref(), &snapshot).await?;
+    if !validated.response.valid {
+        if promoted_entry.is_some() {
+            return Ok(refused(
+                context,
+                &language,
+                run_id,
+                PROMOTION_DRIFT,
+                "the promoted program no longer validates; promote it again",
+                None,
+            ));
+        }
+        return Ok(refused(
+            context,
+            &language,
+            run_id,
+            VALIDATION_ERROR,
+            "the program is invalid; nothing ran",
+            Some(validated.response.diagnostics.clone()),
+        ));
+    }
+
+    // 4. Input binding (context binding was part of validation).
+    let mut findings = Vec::new();
+    if let Some(entry) = &promoted_entry
+        && let Some(schema) = &entry.input_schema
+    {
+        let input = args.input.clone().unwrap_or(Value::Object(Default::default()));
+        match jsonschema::validator_for(schema) {
+            Ok(validator) => {
+                findings.extend(validator.iter_errors(&input).map(|error| {
+                    Diagnostic::error(INPUT_BINDING, &error.instance_path().to_string(), error.to_string())
+                }))
+            }
+            Err(error) => {
+                return Err(request_error(
+                    RequestErrorKind::Internal,
+                    format!("the promoted entry's input_schema does not compile: {error}"),
+                ));
+            }
+        }
+    }
+    if findings.is_empty() {
+        let component = slot.component.clone();
+        let task_program = program.clone();
+        let input = args.input.clone();
+        findings =
+            tokio::task::spawn_blocking(move || validation::bind_input(&component, &task_program, input.as_ref()))
+                .await
+                .map_err(|e| {
+                    request_error(RequestErrorKind::Internal, format!("input binding stopped unexpectedly: {e}"))
+                })?
+                .map_err(|failure| request_error(RequestErrorKind::BoundsExceeded, failure.to_string()))?;
+    }
+    if !findings.is_empty() {
+        return Ok(refused(
+            context,
+            &language,
+            run_id,
+            VALIDATION_ERROR,
+            "the input does not fit the program; nothing ran",
+            Some(findings),
+        ));
+    }
+
+    // 5. Execution, within the tenant's quotas (checked before anything
+    // runs, so a refusal is a request error). The idempotency claim comes
+    // first: a retry of a request already claimed is answered from the
+    // claim and takes no Run slot, so a burst of identical requests cannot
+    // exhaust the tenant's concurrent-run quota.
+    let principal = context.caller.principal.clone();
+    let mut _lease = None;
+    if let Some((key, runnable_hash, input_hash)) = &idempotency {
+        let leases = context.platform.leases();
+        let now = context.platform.clock().now_ms();
+        let claim = context
+            .platform
+            .store()
+            .idempotency_claim(&NewClaim {
+                tenant: &principal.tenant,
+                subject: &principal.subject,
+                key,
+                runnable_hash,
+                input_hash,
+                run_id: &run_id,
+                owner: leases.instance_id(),
+                now_ms: now,
+                lease_expires_at: leases.lease_until(now),
+                expires_at: now + idempotency_window(&retention).as_millis() as i64,
+            })
+            .await
+            .map_err(|e| internal(&e))?;
+        match claim {
+            Claim::Held(held) => {
+                if &held.runnable_hash != runnable_hash || &held.input_hash != input_hash {
+                    return Err(conflict(key));
+                }
+                return replay(context, key, effective_level(requested_level, description.trace_ceiling)).await;
+            }
+            // Renewed while this request is served; a killed process stops
+            // renewing, and a retry then records the Run as interrupted.
+            Claim::Claimed => _lease = Some(leases.hold(&principal.tenant, &principal.subject, key, &run_id)),
+        }
+    }
+    // A refusal from here on frees the claim, so the same key can be
+    // retried once the quota allows.
+    let release = async |error: OpError| {
+        if let Some((key, _, _)) = &idempotency {
+            let _ =
+                context.platform.store().idempotency_release(&principal.tenant, &principal.subject, key, &run_id).await;
+        }
+        error
+    };
+    let slot_guard = match context.tenant.start_run() {
+        Ok(guard) => guard,
+        Err(exceeded) => {
+            return Err(release(request_error(RequestErrorKind::BoundsExceeded, exceeded.to_string())).await);
+        }
+    };
+    let retained = match args.store {
+        Some(explicit) => explicit,
+        None => retention.retains(),
+    };
+    if retained {
+        let limit = context.tenant.quotas().max_stored_run_bytes;
+        let used = match context.platform.store().run_bytes_of_tenant(&principal.tenant).await {
+            Ok(used) => used,
+            Err(error) => return Err(release(internal(&error)).await),
+        };
+        if used as u64 >= limit {
+            return Err(release(request_error(
+                RequestErrorKind::BoundsExceeded,
+                format!(
+                    "quota max_stored_run_bytes ({limit}) of tenant '{}' is reached; use store:false or wait for runs to expire",
+                    principal.tenant
+                ),
+            ))
+            .await);
+        }
+    }
+    let response = run(
+        context,
+        slot,
+        program,
+        validated,
+        args.input.clone(),
+        args.context.clone(),
+        snapshot,
+        mode,
+        &run_id,
+        requested_level,
+        args.store,
+    )
+    .await;
+    let response = match response {
+        Ok(response) => response,
+        Err(error) => {
+            if let Some((key, _, _)) = &idempotency {
+                let _ = context
+                    .platform
+                    .store()
+                    .idempotency_release(&principal.tenant, &principal.subject, key, &run_id)
+                    .await;
+            }
+            return Err(error);
+        }
+    };
+    drop(slot_guard);
+    observe_outcome(context, &language, &run_id, &response.outcome.status);
+    // A Run the component refused holds no key (refused Runs have no
+    // effects and may be retried with the same key once corrected).
+    let refused_by_component = response.outcome.status == VALIDATION_ERROR;
+    let response = serde_json::to_value(&response).unwrap_or(Value::Null);
+    if let Some((key, _, _)) = &idempotency
+        && refused_by_component
+    {
+        let _ = context.platform.store().idempotency_release(&principal.tenant, &principal.subject, key, &run_id).await;
+    } else if let Some((key, _, _)) = &idempotency {
+        let recorded = context
+            .platform
+            .store()
+            .idempotency_complete(&principal.tenant, &principal.subject, key, &run_id, &response.to_string())
+            .await
+            .map_err(|e| internal(&e))?;
+        if !recorded {
+            // The lease ran out before the Run answered (renewals failed
+            // for a whole lease) and a retry recorded it as interrupted:
+            // this caller still gets what really happened.
+            tracing::warn!(%run_id, key = %key, "idempotency claim was taken over before the Run finished");
+        }
+    }
+    Ok(response)
+}
+
+fn conflict(key: &str) -> OpError {
+    request_error(
+        RequestErrorKind::IdempotencyConflict,
+        format!(
+            "idempotency_key '{key}' was used with another program or input; use a fresh key for a changed request"
+        ),
+    )
+}
+
+fn internal(error: &dyn std::fmt::Display) -> OpError {
+    tracing::error!(%error, "store failure during execute");
+    request_error(RequestErrorKind::Internal, "the server's storage failed; the failure was logged")
+}
+
+/// The deduplication window: at least the retention period (Part II
+/// §6.5.6), and a day when runs are not retained by duration.
+pub fn idempotency_window(retention: &Retention) -> Duration {
+    match retention {
+        Retention::Duration { span, .. } => (*span).max(Duration::from_secs(3600)),
+        _ => Duration::from_secs(86_400),
+    }
+}
+
+/// Waits for the Run holding `key` to finish and returns its recorded
+/// response. A claim whose lease ran out (its process stopped renewing
+/// it) is taken over: the interrupted outcome, at `level`, becomes the
+/// key's response (`idempotency.rs`). A live claim is only waited for.
+async fn replay(context: &Context, key: &str, level: TraceLevel) -> Result<Value, OpError> {
+    let principal = &context.caller.principal;
+    let patience =
+        Duration::from_millis(context.platform.engine().bounds().execution.wall_time_ms) + Duration::from_secs(10);
+    let started = std::time::Instant::now();
+    loop {
+        let held = context
+            .platform
+            .store()
+            .idempotency_get(&principal.tenant, &principal.subject, key)
+            .await
+            .map_err(|e| internal(&e))?;
+        let now = context.platform.clock().now_ms();
+        match held {
+            Some(HeldClaim { response: Some(response), .. }) => {
+                return serde_json::from_str(&response).map_err(|e| internal(&e));
+            }
+            Some(held) if held.lease_expired(now) => {
+                let run_id = held.run_id.clone().unwrap_or_else(new_run_id);
+                let response = serde_json::to_value(interrupted_response(&run_id, level)).map_err(|e| internal(&e))?;
+                let taken = context
+                    .platform
+                    .store()
+                    .idempotency_take_over(
+                        &principal.tenant,
+                        &principal.subject,
+                        key,
+                        held.run_id.as_deref(),
+                        context.platform.leases().instance_id(),
+                        now,
+                        &response.to_string(),
+                    )
+                    .await
+                    .map_err(|e| internal(&e))?;
+                if taken {
+                    tracing::warn!(%run_id, key = %key, owner = ?held.owner, "idempotency claim's lease ran out: Run recorded as interrupted");
+                    return Ok(response);
+                }
+                // Renewed, finished or taken over by another retry
+                // meanwhile: read it again.
+            }
+            Some(_) if started.elapsed() < patience => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Some(_) => {
+                return Err(request_error(
+                    RequestErrorKind::Internal,
+                    format!("the Run holding idempotency_key '{key}' has not finished; retry later with the same key"),
+                ));
+            }
+            None => {
+                return Err(request_error(
+                    RequestErrorKind::Internal,
+                    format!("the Run holding idempotency_key '{key}' did not start; retry with the same key"),
+                ));
+            }
+        }
+    }
+}
+
+/// How a Run runs.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RunMode {
+    /// Install it (deploy mode of a deploying Language).
+    pub deploy: bool,
+    /// A test run: the host performs only read-only invocations.
+    pub test_run: bool,
+    /// What `effects.now` answers, when not the host's clock.
+    pub clock_ms: Option<u64>,
+    /// A deployment's firing (no session; always retained).
+    pub firing: bool,
+}
+
+/// How long a firing's Run is kept when its Language's retention is not a
+/// duration (`none`, `session`): a deployer must be able to fetch it.
+pub const FIRING_RETENTION: &str = "P7D";
+
+/// Starts the Run and records it when retained.
+#[allow(clippy::too_many_arguments)]
+async fn run(
+    context: &Context,
+    slot: &Arc<LanguageSlot>,
+    program: Program,
+    validated: Arc<Validated>,
+    input: Option<Value>,
+    context_value: Option<Value>,
+    snapshot: pilotage_engine::catalog::CatalogSnapshot,
+    mode: RunMode,
+    run_id: &str,
+    requested_level: Option<TraceLevel>,
+    store: Option<bool>,
+) -> Result<ExecuteResponse, OpError> {
+    let description = slot.description();
+    let install_snapshot = mode.deploy.then(|| snapshot.clone());
+    let install_validated = mode.deploy.then(|| validated.clone());
+    let install_context = context_value.clone();
+    let invoker = TenantInvoker::new(
+        &context.platform,
+        context.tenant.clone(),
+        context.caller.principal.clone(),
+        snapshot.clone(),
+    );
+    let component = slot.component.clone();
+    let data_source = context.tenant.data_source_for(&slot.entry.name);
+    let task_run_id = run_id.to_owned();
+    let span = spans::run_span(&slot.entry.name, run_id);
+    let run_span = span.clone();
+    let execution = tokio::task::spawn_blocking(move || {
+        let _entered = span.enter();
+        execution::execute(
+            &component,
+            ExecutionRequest {
+                program: &program,
+                input: input.as_ref(),
+                context: context_value.as_ref(),
+                plan: validated.plan.as_ref(),
+                references: &validated.references,
+                statements: &validated.statements,
+                data_source: data_source.clone(),
+                catalog: snapshot,
+                invoker: Arc::new(invoker),
+                test_run: mode.test_run,
+                deploy: mode.deploy,
+                clock_ms: mode.clock_ms,
+                run_id: &task_run_id,
+            },
+        )
+    })
+    .await
+    .map_err(|e| request_error(RequestErrorKind::Internal, format!("the Run could not be started: {e}")))?;
+    let mut execution = execution;
+    // The component refused before invoking anything (an execution-time
+    // validation refusal, Part II §6.5.2 and Part IV §9): a refused Run,
+    // never stored, with its diagnostics; a firing's refusal is retained
+    // like its other refusals.
+    if let Some(diagnostics) = execution.refusal.take()
+        && !mode.firing
+    {
+        run_span.record("pilotage.outcome.status", execution.outcome.status.as_str());
+        return Ok(ExecuteResponse {
+            run_id: run_id.to_owned(),
+            outcome: execution.outcome,
+            output: None,
+            diagnostics: Some(diagnostics),
+            trace: None,
+        });
+    }
+    if mode.deploy && execution.outcome.ok {
+        // The installation Run succeeds only once the platform has stored
+        // what it installs (Part II §6.5.7: the outcome describes
+        // installation).
+        let installed = match (execution.installation.take(), &install_snapshot, &install_validated) {
+            (Some(installation), Some(snapshot), Some(validated)) => {
+                crate::deploy::install::install(
+                    context,
+                    slot,
+                    installation,
+                    snapshot,
+                    install_context.as_ref(),
+                    validated,
+                    run_id,
+                )
+                .await
+            }
+            _ => Err(crate::deploy::install::InstallError::Nothing),
+        };
+        match installed {
+            Ok(installed) => {
+                let mut output = match execution.output.take() {
+                    Some(Value::Object(map)) => map,
+                    Some(other) => serde_json::Map::from_iter([("component".to_owned(), other)]),
+                    None => serde_json::Map::new(),
+                };
+                output.insert("deployment".into(), Value::String(installed.name));
+                output.insert("version".into(), installed.version.into());
+                output.insert("replaced".into(), Value::Bool(installed.version > 1));
+                output.insert("triggers".into(), serde_json::to_value(&installed.triggers).unwrap_or_default());
+                output.insert(
+                    "next_due".into(),
+                    installed.next_due.map(pilotage_engine::clock::rfc3339).map_or(Value::Null, Value::String),
+                );
+                execution.output = Some(Value::Object(output));
+            }
+            Err(refusal) => {
+                execution.outcome = Outcome::failure(pilotage_protocol::outcome::ERROR, refusal.to_string());
+                execution.output = None;
+            }
+        }
+    }
+    run_span.record("pilotage.outcome.status", execution.outcome.status.as_str());
+
+    let recorded_level = description.trace_ceiling;
+    let retention = &slot.exposure.retention;
+    let retained = match store {
+        Some(explicit) => explicit,
+        None => retention.retains() && (retention != &Retention::Session || context.caller.session_id.is_some()),
+    };
+    // A firing has no session: it is kept for the Language's retention
+    // period, or a week when that is not a duration.
+    let firing_retention;
+    let retention = match retention {
+        Retention::Duration { .. } => retention,
+        _ if mode.firing => {
+            firing_retention = Retention::parse(FIRING_RETENTION).unwrap_or(Retention::None);
+            &firing_retention
+        }
+        _ => retention,
+    };
+    if retained {
+        let record_trace = at_level(&execution.trace, recorded_level).unwrap_or_else(|| execution.trace.clone());
+        let record = TraceFetchResponse {
+            run_id: run_id.to_owned(),
+            outcome: execution.outcome.clone(),
+            output: execution.output.clone(),
+            trace: record_trace,
+            narration: None,
+        };
+        let now = context.platform.clock().now_ms();
+        let (session_id, expires_at) = match retention {
+            Retention::Session => (context.caller.session_id.clone(), None),
+            Retention::Duration { span, .. } => {
+                // Saturates: a span of centuries must not wrap into the past.
+                let span_ms = i64::try_from(span.as_millis()).unwrap_or(i64::MAX);
+                (None, Some(now.saturating_add(span_ms)))
+            }
+            _ => (None, Some(now)),
+        };
+        let row = RunRow {
+            run_id: run_id.to_owned(),
+            tenant: context.caller.principal.tenant.clone(),
+            subject: context.caller.principal.subject.clone(),
+            language: slot.entry.name.clone(),
+            session_id,
+            recorded_level: recorded_level.as_str().to_owned(),
+            record: serde_json::to_string(&record).unwrap_or_default(),
+            created_at: now,
+            expires_at,
+        };
+        // Committed before the response leaves (Part IV §5).
+        context.platform.store().run_insert(&row).await.map_err(|e| internal(&e))?;
+    }
+    let level = effective_level(requested_level, recorded_level);
+    Ok(ExecuteResponse {
+        run_id: run_id.to_owned(),
+        outcome: execution.outcome.clone(),
+        output: if execution.outcome.ok { execution.output } else { None },
+        diagnostics: None,
+        trace: at_level(&execution.trace, level),
+    })
+}
+
+/// Runs one firing of `deployment` (Part II §6.5.7: a later execution of
+/// the deployed body) as its deploying principal (`context.caller`), with
+/// `input` the firing (`{"trigger", "event", "at"}`) and `clock_ms` the
+/// deployments' clock as `effects.now`. Before anything runs, every entry
+/// the body referenced when it was deployed must still be visible and
+/// unchanged, and the body must still validate; otherwise the firing's Run
+/// is `catalog_drift` or `validation_error` and nothing runs. Every
+/// firing's Run is retained under `run_id`, refused or not.
+///
+/// # Errors
+/// [`OpError`] when the body cannot be validated at all or the store
+/// fails.
+pub async fn fire(
+    context: &Context,
+    slot: &Arc<LanguageSlot>,
+    deployment: &crate::deploy::model::Deployment,
+    input: Value,
+    clock_ms: i64,
+    run_id: &str,
+) -> Result<ExecuteResponse, OpError> {
+    let language = slot.entry.name.clone();
+    let snapshot = context.tenant.snapshot(&context.caller.principal, &language);
+    let changed: Vec<&str> = deployment
+        .baseline
+        .iter()
+        .filter(|(id, recorded)| {
+            snapshot.get(id).map(pilotage_protocol::catalog::CatalogEntry::baseline).as_ref() != Some(*recorded)
+        })
+        .map(|(id, _)| id.as_str())
+        .collect();
+    let body = match slot.description().program_kind {
+        pilotage_engine::description::ProgramKind::Json => serde_json::from_str(&deployment.row.body)
+            .map_err(|e| request_error(RequestErrorKind::Internal, format!("the stored body is not JSON: {e}")))?,
+        pilotage_engine::description::ProgramKind::Text => Value::String(deployment.row.body.clone()),
+    };
+    let context_value: Option<Value> =
+        deployment.row.context.as_deref().and_then(|text| serde_json::from_str(text).ok());
+    let refusal = if changed.is_empty() {
+        let (program, validated) = validated(context, slot, &body, context_value.as_ref(), &snapshot).await?;
+        if validated.response.valid {
+            let mode = RunMode { deploy: false, test_run: false, clock_ms: Some(clock_ms.max(0) as u64), firing: true };
+            let response = run(
+                context,
+                slot,
+                program,
+                validated,
+                Some(input),
+                context_value,
+                snapshot,
+                mode,
+                run_id,
+                Some(TraceLevel::Full),
+                Some(true),
+            )
+            .await?;
+            observe_outcome(context, &language, run_id, &response.outcome.status);
+            return Ok(response);
+        }
+        Outcome::failure(
+            VALIDATION_ERROR,
+            "the deployed body no longer validates against the deployer's catalog; nothing ran: deploy it again",
+        )
+    } else {
+        Outcome::failure(
+            CATALOG_DRIFT,
+            format!(
+                "{} changed or is no longer visible to the deployer since the deployment; nothing ran: deploy it again",
+                changed.join(", ")
+            ),
+        )
+    };
+    observe_outcome(context, &language, run_id, &refusal.status);
+    let record = TraceFetchResponse {
+        run_id: run_id.to_owned(),
+        outcome: refusal.clone(),
+        output: None,
+        trace: pilotage_protocol::trace::Trace {
+            run_id: run_id.to_owned(),
+            level: TraceLevel::Full,
+            steps: Vec::new(),
+            stats: None,
+        },
+        narration: None,
+    };
+    let now = context.platform.clock().now_ms();
+    let principal = &context.caller.principal;
+    let span = Retention::parse(FIRING_RETENTION).ok().and_then(|r| match r {
+        Retention::Duration { span, .. } => Some(span.as_millis() as i64),
+        _ => None,
+    });
+    let row = RunRow {
+        run_id: run_id.to_owned(),
+        tenant: principal.tenant.clone(),
+        subject: principal.subject.clone(),
+        language,
+        session_id: None,
+        recorded_level: TraceLevel::Full.as_str().to_owned(),
+        record: serde_json::to_string(&record).unwrap_or_default(),
+        created_at: now,
+        expires_at: Some(now.saturating_add(span.unwrap_or(0))),
+    };
+    context.platform.store().run_insert(&row).await.map_err(|e| internal(&e))?;
+    Ok(ExecuteResponse { run_id: run_id.to_owned(), outcome: refusal, output: None, diagnostics: None, trace: None })
+}

@@ -1,0 +1,131 @@
+//! `validate` (Part II §6.4, Part III §4.3): diagnostics, and a plan when
+//! the program is valid, against the caller's catalog snapshot.
+//!
+//! Invariant: validation never invokes a catalog entry.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use tracing::Instrument;
+
+use super::{Context, OpError, request_error};
+use pilotage_engine::catalog::CatalogSnapshot;
+use pilotage_engine::validation::{self, Program, Validated, ValidationFailure};
+use pilotage_protocol::request_error::RequestErrorKind;
+use crate::tenancy::{LanguageSlot, ValidationCache};
+use pilotage_telemetry::metrics::ValidationResult;
+
+/// The program argument of a loop tool, or a structural fault when a
+/// single-Language validate tool lacks it (Part III §4.4 rule 8).
+///
+/// # Errors
+/// [`OpError::Structural`] when the argument is missing.
+pub fn program_argument<'a>(slot: &LanguageSlot, args: &'a Value) -> Result<&'a Value, OpError> {
+    let name = &slot.description().program_argument;
+    args.get(name).ok_or_else(|| {
+        OpError::Structural(format!("invalid arguments: missing required member '{name}' (the program)"))
+    })
+}
+
+/// Validates `program` (the argument's JSON value) with `context_value`
+/// against `snapshot`, from the cache when this exact question was asked
+/// before (Part IV §6).
+///
+/// # Errors
+/// `bounds_exceeded` when a validation bound is exceeded; `internal` when
+/// the validator fails.
+pub async fn validated(
+    context: &Context,
+    slot: &Arc<LanguageSlot>,
+    program: &Value,
+    context_value: Option<&Value>,
+    snapshot: &CatalogSnapshot,
+) -> Result<(Program, Arc<Validated>), OpError> {
+    let language = &slot.entry.name;
+    let span = tracing::debug_span!(
+        "pilotage.validate",
+        otel.name = %format_args!("validate {language}"),
+        pilotage.language = %language,
+        pilotage.catalog_version = %snapshot.catalog_version(),
+        pilotage.cache = tracing::field::Empty,
+        pilotage.valid = tracing::field::Empty,
+    );
+    let metrics = context.platform.engine().metrics();
+    let result = validated_in_span(context, slot, program, context_value, snapshot).instrument(span.clone()).await;
+    let counted = match &result {
+        Ok((_, validated)) if validated.response.valid => ValidationResult::Valid,
+        Ok(_) => ValidationResult::Invalid,
+        Err(OpError::Request(error)) if error.error.kind == RequestErrorKind::BoundsExceeded => {
+            ValidationResult::BoundsExceeded
+        }
+        Err(_) => ValidationResult::Failed,
+    };
+    metrics.validation(language, counted);
+    span.record("pilotage.valid", counted == ValidationResult::Valid);
+    result
+}
+
+async fn validated_in_span(
+    context: &Context,
+    slot: &Arc<LanguageSlot>,
+    program: &Value,
+    context_value: Option<&Value>,
+    snapshot: &CatalogSnapshot,
+) -> Result<(Program, Arc<Validated>), OpError> {
+    let bounds = context.platform.engine().bounds();
+    let description = slot.description();
+    let program = Program::from_argument(description.program_kind, program, bounds.program_bytes, bounds.nesting_depth)
+        .map_err(failure_to_error)?;
+    let key = ValidationCache::key(
+        &context.tenant.id,
+        slot.component.sha256(),
+        program.text(),
+        snapshot.catalog_version(),
+        context_value,
+    );
+    let metrics = context.platform.engine().metrics();
+    let span = tracing::Span::current();
+    if let Some(hit) = context.platform.validations().get(&key) {
+        metrics.validation_cache(true);
+        span.record("pilotage.cache", "hit");
+        return Ok((program, hit));
+    }
+    metrics.validation_cache(false);
+    span.record("pilotage.cache", "miss");
+    let component = slot.component.clone();
+    let task_program = program.clone();
+    let task_context = context_value.cloned();
+    let task_snapshot = snapshot.clone();
+    let result = tokio::task::spawn_blocking(move || {
+        span.in_scope(|| validation::validate(&component, &task_program, task_context.as_ref(), &task_snapshot))
+    })
+    .await
+    .map_err(|error| request_error(RequestErrorKind::Internal, format!("the validator stopped unexpectedly: {error}")))?
+    .map_err(failure_to_error)?;
+    let result = Arc::new(result);
+    context.platform.validations().put(key, result.clone());
+    Ok((program, result))
+}
+
+fn failure_to_error(failure: ValidationFailure) -> OpError {
+    match failure {
+        ValidationFailure::BoundsExceeded(message) => request_error(RequestErrorKind::BoundsExceeded, message),
+        other => {
+            tracing::error!(failure = %other, "validator failure");
+            request_error(RequestErrorKind::Internal, "the Language's validator failed; the failure was logged")
+        }
+    }
+}
+
+/// Serves a validate loop tool: the result, whose `response` is the
+/// tool's `structuredContent` ([`Validated::rendered`] has it serialized).
+///
+/// # Errors
+/// As [`validated`], plus a structural fault without the program.
+pub async fn validate(context: &Context, slot: &Arc<LanguageSlot>, args: &Value) -> Result<Arc<Validated>, OpError> {
+    let program = program_argument(slot, args)?;
+    let snapshot = context.tenant.snapshot(&context.caller.principal, &slot.entry.name);
+    pilotage_telemetry::spans::record_catalog_version(snapshot.catalog_version());
+    let (_, result) = validated(context, slot, program, args.get("context"), &snapshot).await?;
+    Ok(result)
+}

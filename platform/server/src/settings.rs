@@ -1,0 +1,732 @@
+//! The server's settings, one type ([`Settings`]) filled in rising
+//! precedence by its defaults, a TOML file, `PILOTAGE_*` environment
+//! variables and command-line flags. [`FLAGS`] names the settings a flag
+//! and a variable set; each value given there is parsed by the same serde
+//! rules as the file ([`Settings::with_overrides`]), so a setting has one
+//! name, one type and one check whichever way it arrives.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use pilotage_engine::Bounds;
+use pilotage_protocol::retention::Retention;
+
+/// The largest `max_connections` accepted.
+pub const MAX_CONNECTIONS_LIMIT: usize = 1 << 20;
+
+/// Every server setting, with its default.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Settings {
+    /// Where `/mcp` listens. Default `127.0.0.1:8480`.
+    pub listen: SocketAddr,
+    /// Where the SQLite file and the compiled-code cache live. Default
+    /// `.pilotage` in the working directory.
+    pub data_dir: PathBuf,
+    /// `sqlite:PATH` or `postgres://…`. Default: `sqlite:` in `data_dir`.
+    pub database_url: Option<String>,
+    /// Load the demo tenant, the bundled Languages, the demo catalog and
+    /// start the demo capability service. Default true.
+    pub demo: bool,
+    /// The base URL clients use to reach this server (no trailing `/`).
+    /// Default `http://<listen>`.
+    pub public_url: Option<String>,
+    /// Host header values accepted (DNS-rebinding protection). Default:
+    /// loopback names plus the public URL's host.
+    pub allowed_hosts: Vec<String>,
+    /// Browser origins accepted in an `Origin` header on `/mcp`,
+    /// `/t/{tenant}/mcp` and `/admin/v1` (the MCP transport's Origin
+    /// validation). Each entry is `scheme://host` (the scheme's default
+    /// port only), `scheme://host:port`, `scheme://host:*` (any port),
+    /// `null` (the opaque origin of sandboxed or `file:` pages) or `*` (no
+    /// check at all). Scheme and host compare case-insensitively. Default
+    /// (empty): the public URL's origin plus the loopback origins
+    /// `http://localhost`, `http://127.0.0.1` and `http://[::1]` on any
+    /// port. A request without `Origin` (a non-browser client) always
+    /// passes; one whose `Origin` matches no entry gets 403 before it is
+    /// authenticated or reaches a session (`http::origin`).
+    pub allowed_origins: Vec<String>,
+    /// Retention of run records (Part II §6.6): `none`, `session` or an
+    /// ISO 8601 duration. Default `PT24H`.
+    pub retention: String,
+    /// Largest request body accepted on `/mcp`, in bytes. Default 4 MiB.
+    pub max_body_bytes: usize,
+    /// Time allowed for one POST on `/mcp`, in milliseconds. Default
+    /// 60 000 (above the execution wall-time bound).
+    pub request_timeout_ms: u64,
+    /// Time a connection has to send a complete request head (request line
+    /// and headers), in milliseconds; it also bounds how long an idle
+    /// keep-alive connection waits for its next request. Default 10 000.
+    /// Failure mode: the connection is closed without a response (hyper's
+    /// `header_read_timeout`).
+    pub header_read_timeout_ms: u64,
+    /// Time a request's whole body has to arrive once its head has been
+    /// read, in milliseconds, on `/mcp` and on the admin API (so a request
+    /// is read within `header_read_timeout_ms + body_read_timeout_ms` of
+    /// its first byte). Default 30 000 (a 32 MiB Language upload needs
+    /// about 9 Mbit/s). Failure mode: 408 (a JSON-RPC error on `/mcp`, an
+    /// `{"error"}` body on the admin API) with `Connection: close`.
+    pub body_read_timeout_ms: u64,
+    /// Most connections open at once on the listener (MCP, admin API and
+    /// probes together). Default 1024. Failure mode: past it the server
+    /// accepts nothing more until a connection closes; new connections
+    /// wait in the kernel's listen backlog (their connect succeeds, their
+    /// request is read only when a place frees), and a client's own
+    /// connect or read timeout ends the wait. With `header_read_timeout_ms`
+    /// an idle or trickling connection frees its place within that bound.
+    pub max_connections: usize,
+    /// An MCP session idle for this many seconds ends (and its
+    /// session-retained runs are deleted). Default 1800. With replicas on
+    /// PostgreSQL, idle means unused on every replica (`fleet::sessions`).
+    pub session_idle_secs: u64,
+    /// Most MCP sessions one principal (tenant and subject) may hold open
+    /// at once. Default 64 (a busy agent host opening one session per
+    /// conversation, with room to spare). Beyond it an `initialize` is
+    /// refused with HTTP 429, `Retry-After` and a JSON-RPC error; no
+    /// session is created. Each idle session costs about 120 KB. Counted
+    /// per replica (the sessions this process holds).
+    pub max_sessions_per_principal: usize,
+    /// Most MCP sessions one tenant may hold open at once, over all its
+    /// principals. Default 1024 (about 120 MB of idle sessions). Refused
+    /// like `max_sessions_per_principal`.
+    pub max_sessions_per_tenant: usize,
+    /// Where the demo capability service listens; default: a free
+    /// loopback port.
+    pub demo_world_listen: Option<SocketAddr>,
+    /// The PostgreSQL server where the demo creates its sales database for
+    /// `sql/postgres-15` (a role that may create schemas and roles).
+    /// Default `postgres://postgres@127.0.0.1:5432/test`; `off` leaves the
+    /// demo tenant without the SQL Language.
+    pub demo_postgres: String,
+    /// The tenant of the development principal every request acts as until
+    /// authentication is configured. Default `demo`.
+    pub dev_tenant: String,
+    /// The development principal's subject. Default `dev`.
+    pub dev_subject: String,
+    /// Evaluation bounds.
+    pub bounds: Bounds,
+    /// Leases of idempotency claims (Part II §6.5.6).
+    pub idempotency: crate::operations::leases::IdempotencySettings,
+    /// Agent authentication.
+    pub auth: crate::auth::AuthSettings,
+    /// The operator token of the admin API (`PILOTAGE_ADMIN_TOKEN`); none
+    /// means only bearer tokens with an admin scope are accepted.
+    pub admin_token: Option<String>,
+    /// Largest JSON body of an admin API route, in bytes. Default 4 MiB.
+    /// A larger body is refused with 413 (`body_too_large`), read no
+    /// further; the credential is checked before any body is read.
+    pub admin_max_body_bytes: usize,
+    /// Largest Language component upload, in bytes. Default 32 MiB.
+    /// Refused like `admin_max_body_bytes`; it bounds the files of
+    /// `languages` too.
+    pub max_component_bytes: usize,
+    /// Language component files (`.wasm`) served for the demo tenant, the
+    /// local loop of a Language author (`pilotage serve --language PATH`,
+    /// repeatable; `PILOTAGE_LANGUAGES`, comma-separated; TOML
+    /// `languages = ["…"]`). Default: none. Each file is loaded, described
+    /// and linted as an upload is (Part II §5.1–§5.2, §10.1) and served in
+    /// addition to the bundled Languages; one whose Language name equals a
+    /// bundled or uploaded one replaces it for the demo tenant. Each file
+    /// is watched and reloaded when it changes, and connected sessions get
+    /// `notifications/tools/list_changed` (Part III §4.7). Failure mode: a
+    /// file that cannot be read or loaded, or whose lint finds an error,
+    /// stops the start with the findings; later, such a version is refused
+    /// with a logged warning and the previous one keeps serving
+    /// (`language_watch`). Needs `demo`.
+    pub languages: Vec<PathBuf>,
+    /// Where `/metrics` (the Prometheus exposition, `http::metrics`) is
+    /// served on a listener of its own, which serves nothing else; it asks
+    /// for `metrics_token` too when that is set. Default: none. Bind it
+    /// where only the scraper reaches it. Failure mode: an address that
+    /// cannot be bound stops the start.
+    pub metrics_listen: Option<SocketAddr>,
+    /// A bearer token for `/metrics` (`PILOTAGE_METRICS_TOKEN`, at least
+    /// 16 characters). Without `metrics_listen`, `/metrics` is served on
+    /// the main listener to requests with `Authorization: Bearer <token>`
+    /// and answers 401 to any other. Default: none. With neither setting,
+    /// metrics are neither recorded nor served (404). Labels hold no tenant, subject,
+    /// session or run id; tool and Language names are bounded by what the
+    /// deployment installs (at most 256 values each, then `_other`).
+    pub metrics_token: Option<String>,
+    /// The base URL of an OTLP/HTTP receiver (a collector), e.g.
+    /// `http://127.0.0.1:4318`: spans are exported as protobuf to
+    /// `<url>/v1/traces` (`telemetry::otlp`). Default: none; then the
+    /// standard `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT`, when set, turn export on; with
+    /// neither, nothing is exported and spans cost nothing. The other
+    /// `OTEL_*` variables (headers, `OTEL_SERVICE_NAME`,
+    /// `OTEL_TRACES_SAMPLER`, `OTEL_BSP_*`) apply. Failure mode: a
+    /// receiver that does not answer loses the batches it was sent (each
+    /// waits at most 10 s); serving goes on.
+    pub otlp_endpoint: Option<String>,
+    /// The format of log lines on stderr: `text` (default) or `json`. In
+    /// an exported trace each line carries its `trace_id`.
+    pub log_format: crate::telemetry::logs::LogFormat,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8480)),
+            data_dir: PathBuf::from(".pilotage"),
+            database_url: None,
+            demo: true,
+            public_url: None,
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+            retention: "PT24H".to_owned(),
+            max_body_bytes: 4 << 20,
+            request_timeout_ms: 60_000,
+            session_idle_secs: 1800,
+            max_sessions_per_principal: 64,
+            max_sessions_per_tenant: 1024,
+            header_read_timeout_ms: 10_000,
+            body_read_timeout_ms: 30_000,
+            max_connections: 1024,
+            demo_world_listen: None,
+            demo_postgres: crate::datasource::demo::DEFAULT_ADMIN_URL.to_owned(),
+            dev_tenant: "demo".to_owned(),
+            dev_subject: "dev".to_owned(),
+            bounds: Bounds::default(),
+            idempotency: Default::default(),
+            auth: crate::auth::AuthSettings::default(),
+            admin_token: None,
+            admin_max_body_bytes: 4 << 20,
+            max_component_bytes: 32 << 20,
+            languages: Vec::new(),
+            metrics_listen: None,
+            metrics_token: None,
+            otlp_endpoint: None,
+            log_format: crate::telemetry::logs::LogFormat::Text,
+        }
+    }
+}
+
+/// Occurs when settings cannot be read or are inconsistent.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// Occurs when the file cannot be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Occurs when the file is not valid TOML for [`Settings`].
+    #[error("{path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, with the field.
+        message: String,
+    },
+    /// Occurs when a flag's or an environment variable's value does not
+    /// fit its setting.
+    #[error("{flag}: {message}")]
+    Flag {
+        /// The flag (`--listen`), naming its variable too.
+        flag: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// Occurs when a value is out of its domain.
+    #[error("setting '{field}': {message}")]
+    Invalid {
+        /// The setting's name.
+        field: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl Settings {
+    /// Reads a TOML settings file.
+    ///
+    /// # Errors
+    /// [`ConfigError`] when the file is unreadable or invalid.
+    pub fn from_file(path: &Path) -> Result<Settings, ConfigError> {
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+        toml::from_str(&text).map_err(|error| ConfigError::Parse { path: path.to_owned(), message: error.to_string() })
+    }
+
+    /// The database URL in effect.
+    pub fn database_url(&self) -> String {
+        self.database_url.clone().unwrap_or_else(|| format!("sqlite:{}", self.data_dir.join("pilotage.db").display()))
+    }
+
+    /// The public base URL in effect, without a trailing `/`.
+    pub fn public_url(&self) -> String {
+        self.public_url.clone().unwrap_or_else(|| format!("http://{}", self.listen)).trim_end_matches('/').to_owned()
+    }
+
+    /// This resource's identifier, which tokens must carry as `aud`:
+    /// `<public url>/mcp`.
+    pub fn resource(&self) -> String {
+        format!("{}/mcp", self.public_url())
+    }
+
+    /// The retention in effect.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] when it is not a retention value.
+    pub fn retention(&self) -> Result<Retention, ConfigError> {
+        Retention::parse(&self.retention)
+            .map_err(|error| ConfigError::Invalid { field: "retention", message: error.to_string() })
+    }
+
+    /// Host names accepted in the `Host` header.
+    pub fn allowed_hosts(&self) -> Vec<String> {
+        if !self.allowed_hosts.is_empty() {
+            return self.allowed_hosts.clone();
+        }
+        let mut hosts = vec!["localhost".to_owned(), "127.0.0.1".to_owned(), "::1".to_owned()];
+        if let Ok(url) = reqwest::Url::parse(&self.public_url())
+            && let Some(host) = url.host_str()
+        {
+            let host = host.trim_start_matches('[').trim_end_matches(']').to_owned();
+            if !hosts.contains(&host) {
+                hosts.push(host);
+            }
+        }
+        hosts
+    }
+
+    /// Checks cross-field consistency.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] naming the first inconsistent setting.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        self.retention()?;
+        if self.max_body_bytes < 1024 {
+            return Err(ConfigError::Invalid { field: "max_body_bytes", message: "must be at least 1024".into() });
+        }
+        if self.admin_max_body_bytes < 1024 {
+            return Err(ConfigError::Invalid {
+                field: "admin_max_body_bytes",
+                message: "must be at least 1024".into(),
+            });
+        }
+        if self.max_component_bytes < 1024 {
+            return Err(ConfigError::Invalid { field: "max_component_bytes", message: "must be at least 1024".into() });
+        }
+        if self.max_sessions_per_principal == 0 || self.max_sessions_per_principal > self.max_sessions_per_tenant {
+            return Err(ConfigError::Invalid {
+                field: "max_sessions_per_principal",
+                message: format!(
+                    "must be at least 1 and at most max_sessions_per_tenant ({})",
+                    self.max_sessions_per_tenant
+                ),
+            });
+        }
+        if self.request_timeout_ms <= self.bounds.execution.wall_time_ms {
+            return Err(ConfigError::Invalid {
+                field: "request_timeout_ms",
+                message: format!(
+                    "must exceed the execution wall-time bound ({} ms), or long Runs would be cut off mid-response",
+                    self.bounds.execution.wall_time_ms
+                ),
+            });
+        }
+        for (field, value) in [
+            ("header_read_timeout_ms", self.header_read_timeout_ms),
+            ("body_read_timeout_ms", self.body_read_timeout_ms),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::Invalid { field, message: "must be at least 1 (milliseconds)".into() });
+            }
+        }
+        if !(1..=MAX_CONNECTIONS_LIMIT).contains(&self.max_connections) {
+            return Err(ConfigError::Invalid {
+                field: "max_connections",
+                message: format!("must be between 1 and {MAX_CONNECTIONS_LIMIT}"),
+            });
+        }
+        for origin in &self.allowed_origins {
+            if let Err(error) = crate::http::origin::AllowedOrigin::parse(origin) {
+                return Err(ConfigError::Invalid { field: "allowed_origins", message: error.to_string() });
+            }
+        }
+        self.idempotency.check().map_err(|(field, message)| ConfigError::Invalid { field, message })?;
+        if let Some(url) = &self.public_url
+            && reqwest::Url::parse(url).is_err()
+        {
+            return Err(ConfigError::Invalid { field: "public_url", message: format!("'{url}' is not a URL") });
+        }
+        match self.auth.mode {
+            crate::auth::AuthMode::Dev if !self.listen.ip().is_loopback() => {
+                return Err(ConfigError::Invalid {
+                    field: "auth",
+                    message: format!("dev authentication only runs on loopback, not {}; use --auth jwt", self.listen),
+                });
+            }
+            crate::auth::AuthMode::Jwt if self.auth.issuers.is_empty() => {
+                return Err(ConfigError::Invalid {
+                    field: "auth",
+                    message: "--auth jwt needs at least one --jwt-issuer with its --jwt-jwks-url".into(),
+                });
+            }
+            _ => {}
+        }
+        if !self.languages.is_empty() && !self.demo {
+            return Err(ConfigError::Invalid {
+                field: "languages",
+                message: "Language files are served for the demo tenant; they need the demo (remove --demo=false)"
+                    .into(),
+            });
+        }
+        if self.admin_token.as_ref().is_some_and(|token| token.len() < 16) {
+            return Err(ConfigError::Invalid { field: "admin_token", message: "use at least 16 characters".into() });
+        }
+        if self.metrics_token.as_ref().is_some_and(|token| token.len() < 16) {
+            return Err(ConfigError::Invalid { field: "metrics_token", message: "use at least 16 characters".into() });
+        }
+        if let Some(metrics) = self.metrics_listen
+            && metrics.port() != 0
+            && metrics == self.listen
+        {
+            return Err(ConfigError::Invalid {
+                field: "metrics_listen",
+                message: format!("{metrics} is the main listener; give another address, or use metrics_token alone"),
+            });
+        }
+        if let Some(endpoint) = &self.otlp_endpoint {
+            crate::telemetry::otlp::traces_url(endpoint)
+                .map_err(|error| ConfigError::Invalid { field: "otlp_endpoint", message: error.to_string() })?;
+        }
+        Ok(())
+    }
+}
+
+/// One setting a command-line flag and an environment variable set
+/// (`pilotage serve`, `demo` and `migrate` take them all).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Flag {
+    /// The long flag, without `--`.
+    pub name: &'static str,
+    /// The environment variable.
+    pub env: &'static str,
+    /// The setting, as a dotted path into [`Settings`] (the TOML file's
+    /// keys).
+    pub path: &'static str,
+    /// Whether the flag repeats (and the variable is comma-separated).
+    pub many: bool,
+    /// The value's placeholder in the help.
+    pub value: &'static str,
+    /// The help line.
+    pub help: &'static str,
+}
+
+const fn flag(name: &'static str, env: &'static str, path: &'static str, value: &'static str, help: &'static str) -> Flag {
+    Flag { name, env, path, many: false, value, help }
+}
+
+const fn flags(name: &'static str, env: &'static str, path: &'static str, value: &'static str, help: &'static str) -> Flag {
+    Flag { name, env, path, many: true, value, help }
+}
+
+/// The settings flags and environment variables set, each over the TOML
+/// file's value. `--jwt-issuer` and `--jwt-jwks-url` are paired into
+/// `auth.issuers` by [`issuers_override`].
+pub const FLAGS: &[Flag] = &[
+    flag("listen", "PILOTAGE_LISTEN", "listen", "ADDR:PORT", "Where /mcp listens"),
+    flag("data-dir", "PILOTAGE_DATA_DIR", "data_dir", "DIR", "Folder for the SQLite file and the compiled-code cache"),
+    flag("database-url", "PILOTAGE_DATABASE_URL", "database_url", "URL", "sqlite:PATH or postgres://…"),
+    flag(
+        "demo",
+        "PILOTAGE_DEMO",
+        "demo",
+        "BOOL",
+        "Load the demo tenant, the bundled Languages and the demo capability service (the default; --demo=false to disable)",
+    ),
+    flag(
+        "demo-postgres",
+        "PILOTAGE_DEMO_POSTGRES",
+        "demo_postgres",
+        "URL",
+        "Where the demo creates its sales database for sql/postgres-15 (postgres://…), or \"off\"",
+    ),
+    flag("public-url", "PILOTAGE_PUBLIC_URL", "public_url", "URL", "The externally visible base URL"),
+    flags("allowed-host", "PILOTAGE_ALLOWED_HOSTS", "allowed_hosts", "HOST", "Accepted Host header values (repeatable)"),
+    flags("allowed-origin", "PILOTAGE_ALLOWED_ORIGINS", "allowed_origins", "ORIGIN", "Accepted browser origins (repeatable)"),
+    flag("retention", "PILOTAGE_RETENTION", "retention", "RETENTION", "Run retention: none, session, or an ISO 8601 duration"),
+    flag("max-body-bytes", "PILOTAGE_MAX_BODY_BYTES", "max_body_bytes", "BYTES", "Largest request body, bytes"),
+    flag(
+        "request-timeout-ms",
+        "PILOTAGE_REQUEST_TIMEOUT_MS",
+        "request_timeout_ms",
+        "MS",
+        "Time allowed for one request, milliseconds",
+    ),
+    flag(
+        "header-read-timeout-ms",
+        "PILOTAGE_HEADER_READ_TIMEOUT_MS",
+        "header_read_timeout_ms",
+        "MS",
+        "Time to send a request head (also the keep-alive idle time), milliseconds",
+    ),
+    flag(
+        "body-read-timeout-ms",
+        "PILOTAGE_BODY_READ_TIMEOUT_MS",
+        "body_read_timeout_ms",
+        "MS",
+        "Time for a request body to arrive after its head, milliseconds",
+    ),
+    flag("max-connections", "PILOTAGE_MAX_CONNECTIONS", "max_connections", "N", "Most connections open at once"),
+    flag("validate-fuel", "PILOTAGE_VALIDATE_FUEL", "bounds.validation.fuel", "FUEL", "Fuel per validation call"),
+    flag(
+        "validate-timeout-ms",
+        "PILOTAGE_VALIDATE_TIMEOUT_MS",
+        "bounds.validation.wall_time_ms",
+        "MS",
+        "Wall time per validation call, milliseconds",
+    ),
+    flag("execute-fuel", "PILOTAGE_EXECUTE_FUEL", "bounds.execution.fuel", "FUEL", "Fuel per execution"),
+    flag(
+        "execute-timeout-ms",
+        "PILOTAGE_EXECUTE_TIMEOUT_MS",
+        "bounds.execution.wall_time_ms",
+        "MS",
+        "Wall time per execution, milliseconds",
+    ),
+    flag("memory-bytes", "PILOTAGE_MEMORY_BYTES", "bounds.memory_bytes", "BYTES", "Memory per component instance, bytes"),
+    flag(
+        "idempotency-lease-ms",
+        "PILOTAGE_IDEMPOTENCY_LEASE_MS",
+        "idempotency.lease_ms",
+        "MS",
+        "Lease of an idempotency claim, milliseconds: a killed process's keys answer \"interrupted\" after this long",
+    ),
+    flag(
+        "idempotency-renew-ms",
+        "PILOTAGE_IDEMPOTENCY_RENEW_MS",
+        "idempotency.renew_ms",
+        "MS",
+        "How often a live process renews its claims' leases, milliseconds",
+    ),
+    flag("auth", "PILOTAGE_AUTH", "auth.mode", "MODE", "Agent authentication: dev (loopback only; the default) or jwt"),
+    flag("tenant-claim", "PILOTAGE_TENANT_CLAIM", "auth.tenant_claim", "CLAIM", "The token claim naming the caller's tenant"),
+    flag("admin-token", "PILOTAGE_ADMIN_TOKEN", "admin_token", "TOKEN", "The operator token of the admin API"),
+    flags(
+        "language",
+        "PILOTAGE_LANGUAGES",
+        "languages",
+        "FILE",
+        "A Language component (.wasm) to serve for the demo tenant, reloaded when the file changes (repeatable); it replaces a bundled Language of the same name",
+    ),
+    flag(
+        "metrics-listen",
+        "PILOTAGE_METRICS_LISTEN",
+        "metrics_listen",
+        "ADDR:PORT",
+        "Serve /metrics on a listener of its own at this address",
+    ),
+    flag(
+        "metrics-token",
+        "PILOTAGE_METRICS_TOKEN",
+        "metrics_token",
+        "TOKEN",
+        "Bearer token /metrics asks for (without --metrics-listen, it is served on the main listener)",
+    ),
+    flag(
+        "otlp-endpoint",
+        "PILOTAGE_OTLP_ENDPOINT",
+        "otlp_endpoint",
+        "URL",
+        "Export traces to this OTLP/HTTP receiver (base URL, e.g. http://127.0.0.1:4318); OTEL_EXPORTER_OTLP_ENDPOINT also turns export on",
+    ),
+    flag("log-format", "PILOTAGE_LOG_FORMAT", "log_format", "FORMAT", "Log lines as text or json"),
+];
+
+/// The issuer flags: each `--jwt-issuer` (`PILOTAGE_JWT_ISSUERS`) pairs with
+/// the `--jwt-jwks-url` (`PILOTAGE_JWT_JWKS_URLS`) at the same place.
+pub const ISSUER_FLAGS: [Flag; 2] = [
+    flags(
+        "jwt-issuer",
+        "PILOTAGE_JWT_ISSUERS",
+        "auth.issuers",
+        "URL",
+        "A trusted token issuer (repeatable; pair each with --jwt-jwks-url)",
+    ),
+    flags("jwt-jwks-url", "PILOTAGE_JWT_JWKS_URLS", "auth.issuers", "URL", "The JWKS URL of each --jwt-issuer, in the same order"),
+];
+
+/// A value given to a setting by a flag or an environment variable.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Override {
+    /// One value, as typed.
+    One(String),
+    /// A repeated flag's values (or a comma-separated variable's).
+    Many(Vec<String>),
+    /// A value already shaped as the setting (the paired issuers).
+    Json(Value),
+}
+
+/// `auth.issuers` from the paired issuer flags, `None` when neither is
+/// given.
+///
+/// # Errors
+/// [`ConfigError::Flag`] when the two lists differ in length.
+pub fn issuers_override(issuers: &[String], jwks_urls: &[String]) -> Result<Option<Override>, ConfigError> {
+    if issuers.len() != jwks_urls.len() {
+        return Err(ConfigError::Flag {
+            flag: "--jwt-issuer".into(),
+            message: format!(
+                "give one --jwt-jwks-url for each --jwt-issuer ({} issuers, {} URLs)",
+                issuers.len(),
+                jwks_urls.len()
+            ),
+        });
+    }
+    if issuers.is_empty() {
+        return Ok(None);
+    }
+    let pairs: Vec<Value> = issuers
+        .iter()
+        .zip(jwks_urls)
+        .map(|(issuer, jwks_url)| serde_json::json!({"issuer": issuer, "jwks_url": jwks_url}))
+        .collect();
+    Ok(Some(Override::Json(Value::Array(pairs))))
+}
+
+impl Settings {
+    /// These settings with `overrides` applied, each `(path, value)` a
+    /// setting of [`FLAGS`] (or `auth.issuers`) and what its flag or
+    /// variable gave. A value is read as the setting's type: a number for a
+    /// number, `true`/`false` for a flag, text otherwise; then the whole is
+    /// parsed as the TOML file is, so the type and the domain are checked
+    /// once, the same way.
+    ///
+    /// # Errors
+    /// [`ConfigError::Flag`] naming the flag whose value does not fit.
+    pub fn with_overrides(&self, overrides: &[(&Flag, Override)]) -> Result<Settings, ConfigError> {
+        let mut tree = serde_json::to_value(self).map_err(|error| ConfigError::Flag {
+            flag: "settings".into(),
+            message: error.to_string(),
+        })?;
+        for (flag, value) in overrides {
+            let named = || format!("--{} ({})", flag.name, flag.env);
+            let slot = flag
+                .path
+                .split('.')
+                .try_fold(&mut tree, |node, key| node.get_mut(key))
+                .ok_or_else(|| ConfigError::Flag { flag: named(), message: format!("no setting {}", flag.path) })?;
+            *slot = match value {
+                Override::Json(value) => value.clone(),
+                Override::Many(values) => Value::Array(values.iter().cloned().map(Value::String).collect()),
+                Override::One(text) => match slot {
+                    Value::Number(_) => serde_json::from_str::<serde_json::Number>(text.trim())
+                        .map(Value::Number)
+                        .map_err(|_| ConfigError::Flag { flag: named(), message: format!("'{text}' is not a number") })?,
+                    Value::Bool(_) => match text.trim() {
+                        "true" => Value::Bool(true),
+                        "false" => Value::Bool(false),
+                        _ => {
+                            return Err(ConfigError::Flag {
+                                flag: named(),
+                                message: format!("'{text}' is neither true nor false"),
+                            });
+                        }
+                    },
+                    _ => Value::String(text.clone()),
+                },
+            };
+            // Each flag's value is checked alone, so an error names it.
+            serde_json::from_value::<Settings>(tree.clone())
+                .map_err(|error| ConfigError::Flag { flag: named(), message: error.to_string() })?;
+        }
+        serde_json::from_value(tree).map_err(|error| ConfigError::Flag { flag: "settings".into(), message: error.to_string() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_consistent() {
+        let settings = Settings::default();
+        settings.check().unwrap();
+        assert!(settings.database_url().starts_with("sqlite:"));
+        assert_eq!(settings.public_url(), "http://127.0.0.1:8480");
+        assert!(settings.allowed_hosts().contains(&"localhost".to_owned()));
+    }
+
+    #[test]
+    fn a_file_overrides_defaults_and_rejects_unknown_keys() {
+        let parsed: Settings =
+            toml::from_str("retention = \"session\"\n[bounds.execution]\nfuel = 5\nwall_time_ms = 100\n").unwrap();
+        assert_eq!(parsed.retention().unwrap(), Retention::Session);
+        assert_eq!(parsed.bounds.execution.fuel, 5);
+        assert!(toml::from_str::<Settings>("listn = \"x\"").is_err());
+    }
+
+    #[test]
+    fn inconsistent_values_are_named() {
+        let settings = Settings { retention: "forever".into(), ..Settings::default() };
+        assert!(matches!(settings.check(), Err(ConfigError::Invalid { field: "retention", .. })));
+        let settings = Settings { request_timeout_ms: 10, ..Settings::default() };
+        assert!(matches!(settings.check(), Err(ConfigError::Invalid { field: "request_timeout_ms", .. })));
+        for (per_principal, per_tenant) in [(0, 1024), (2048, 1024)] {
+            let settings = Settings {
+                max_sessions_per_principal: per_principal,
+                max_sessions_per_tenant: per_tenant,
+                ..Settings::default()
+            };
+            assert!(matches!(settings.check(), Err(ConfigError::Invalid { field: "max_sessions_per_principal", .. })));
+        }
+        let settings =
+            Settings { max_sessions_per_principal: 1024, max_sessions_per_tenant: 1024, ..Settings::default() };
+        settings.check().unwrap();
+        let settings = Settings { admin_max_body_bytes: 10, ..Settings::default() };
+        assert!(matches!(settings.check(), Err(ConfigError::Invalid { field: "admin_max_body_bytes", .. })));
+        let settings = Settings { max_component_bytes: 10, ..Settings::default() };
+        assert!(matches!(settings.check(), Err(ConfigError::Invalid { field: "max_component_bytes", .. })));
+        for (settings, field) in [
+            (Settings { header_read_timeout_ms: 0, ..Settings::default() }, "header_read_timeout_ms"),
+            (Settings { body_read_timeout_ms: 0, ..Settings::default() }, "body_read_timeout_ms"),
+            (Settings { max_connections: 0, ..Settings::default() }, "max_connections"),
+            (Settings { allowed_origins: vec!["localhost:3000".into()], ..Settings::default() }, "allowed_origins"),
+        ] {
+            assert!(matches!(settings.check(), Err(ConfigError::Invalid { field: f, .. }) if f == field), "{field}");
+        }
+        let good = Settings {
+            allowed_origins: vec!["https://app.example".into(), "http://localhost:*".into(), "null".into()],
+            max_connections: 1,
+            ..Settings::default()
+        };
+        good.check().unwrap();
+    }
+
+    #[test]
+    fn telemetry_settings_are_checked() {
+        let parsed: Settings = toml::from_str(
+            "metrics_listen = \"127.0.0.1:9464\"\nmetrics_token = \"0123456789abcdef\"\notlp_endpoint = \"http://127.0.0.1:4318\"\nlog_format = \"json\"\n",
+        )
+        .unwrap();
+        parsed.check().unwrap();
+        assert_eq!(parsed.log_format, crate::telemetry::logs::LogFormat::Json);
+        for (settings, field) in [
+            (Settings { metrics_token: Some("short".into()), ..Settings::default() }, "metrics_token"),
+            (Settings { metrics_listen: Some(Settings::default().listen), ..Settings::default() }, "metrics_listen"),
+            (Settings { otlp_endpoint: Some("collector:4318".into()), ..Settings::default() }, "otlp_endpoint"),
+        ] {
+            assert!(matches!(settings.check(), Err(ConfigError::Invalid { field: f, .. }) if f == field), "{field}");
+        }
+    }
+
+    #[test]
+    fn language_files_need_the_demo_tenant() {
+        let parsed: Settings = toml::from_str("languages = [\"a.wasm\", \"b.wasm\"]\n").unwrap();
+        assert_eq!(parsed.languages, [PathBuf::from("a.wasm"), PathBuf::from("b.wasm")]);
+        parsed.check().unwrap();
+        let settings = Settings { demo: false, ..parsed };
+        assert!(matches!(settings.check(), Err(ConfigError::Invalid { field: "languages", .. })));
+        Settings { demo: false, ..Settings::default() }.check().unwrap();
+    }
+}

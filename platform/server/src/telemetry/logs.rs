@@ -1,0 +1,142 @@
+//! The process's `tracing` subscriber: human-readable or JSON log lines on
+//! stderr, filtered by `PILOTAGE_LOG`, and, when OTLP export is on, the
+//! OpenTelemetry layer beside them. While a span of an exported trace is
+//! current, each log line carries its trace id (`trace_id=…` first on a
+//! text line, a `"trace_id"` member of a JSON line), so logs and traces
+//! join on it.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use tracing::{Event, Subscriber};
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::{EnvFilter, Layer, Registry};
+
+use super::otlp::{OtlpPipeline, span_filter};
+
+/// The format of log lines (setting `log_format`, `PILOTAGE_LOG_FORMAT`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// One human-readable line per event (the default).
+    #[default]
+    Text,
+    /// One JSON object per line (`timestamp`, `level`, `fields`, `target`,
+    /// the current span, and `trace_id` in an exported trace).
+    Json,
+}
+
+/// The trace id of the current span, when it belongs to an exported trace.
+fn current_trace_id() -> Option<opentelemetry::trace::TraceId> {
+    use opentelemetry::trace::TraceContextExt;
+    let span = tracing::Span::current();
+    if span.is_none() {
+        return None;
+    }
+    let context = span.context();
+    let span_context = context.span().span_context().clone();
+    span_context.is_valid().then(|| span_context.trace_id())
+}
+
+/// An event format that puts the current trace id in front of (text) or
+/// inside (JSON) what `inner` writes.
+#[derive(Debug)]
+pub struct WithTraceId<F> {
+    inner: F,
+    json: bool,
+}
+
+impl<S, N, F> FormatEvent<S, N> for WithTraceId<F>
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+    F: FormatEvent<S, N>,
+{
+    fn format_event(&self, ctx: &FmtContext<'_, S, N>, mut writer: Writer<'_>, event: &Event<'_>) -> fmt::Result {
+        let Some(trace_id) = current_trace_id() else {
+            return self.inner.format_event(ctx, writer, event);
+        };
+        if !self.json {
+            write!(writer, "trace_id={trace_id} ")?;
+            return self.inner.format_event(ctx, writer, event);
+        }
+        let mut line = String::new();
+        self.inner.format_event(ctx, Writer::new(&mut line), event)?;
+        match line.strip_prefix('{') {
+            Some(rest) => write!(writer, "{{\"trace_id\":\"{trace_id}\",{rest}"),
+            None => writer.write_str(&line),
+        }
+    }
+}
+
+/// The subscriber: log lines in `format` filtered by `filter`, and the
+/// OpenTelemetry layer of `otlp` when given.
+pub fn subscriber(
+    filter: EnvFilter,
+    format: LogFormat,
+    otlp: Option<&OtlpPipeline>,
+) -> impl Subscriber + Send + Sync + 'static {
+    let lines: Box<dyn Layer<Registry> + Send + Sync> = match format {
+        LogFormat::Text => tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .event_format(WithTraceId { inner: tracing_subscriber::fmt::format(), json: false })
+            .with_filter(filter)
+            .boxed(),
+        LogFormat::Json => tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .event_format(WithTraceId { inner: tracing_subscriber::fmt::format().json(), json: true })
+            .fmt_fields(tracing_subscriber::fmt::format::JsonFields::new())
+            .with_filter(filter)
+            .boxed(),
+    };
+    let traces: Option<Box<dyn Layer<Registry> + Send + Sync>> = otlp.map(|pipeline| {
+        tracing_opentelemetry::layer()
+            .with_tracer(pipeline.tracer())
+            .with_location(false)
+            .with_threads(false)
+            .with_target(false)
+            .with_level(false)
+            .with_tracked_inactivity(false)
+            .with_filter(tracing_subscriber::filter::filter_fn(span_filter))
+            .boxed()
+    });
+    let layers: Vec<Box<dyn Layer<Registry> + Send + Sync>> = std::iter::once(lines).chain(traces).collect();
+    Registry::default().with(layers)
+}
+
+/// Installs [`subscriber`] as the process's global subscriber (and
+/// `log` records as its events).
+///
+/// # Errors
+/// [`tracing_subscriber::util::TryInitError`] when a global subscriber is
+/// already installed.
+pub fn init(
+    filter: EnvFilter,
+    format: LogFormat,
+    otlp: Option<&OtlpPipeline>,
+) -> Result<(), tracing_subscriber::util::TryInitError> {
+    use tracing_subscriber::util::SubscriberInitExt;
+    subscriber(filter, format, otlp).try_init()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_parse_as_settings_and_flags() {
+        #[derive(Deserialize)]
+        struct Holder {
+            format: LogFormat,
+        }
+        let holder: Holder = toml::from_str("format = \"json\"").unwrap();
+        assert_eq!(holder.format, LogFormat::Json);
+        let holder: Holder = toml::from_str("format = \"text\"").unwrap();
+        assert_eq!(holder.format, LogFormat::Text);
+        assert!(toml::from_str::<Holder>("format = \"xml\"").is_err());
+    }
+}

@@ -1,0 +1,248 @@
+//! The running [`Platform`]: the engine, the store, the tenants, the
+//! caches every request shares, and who hears that a tenant's tools
+//! changed ([`ToolListeners`]).
+//!
+//! Invariant: every lookup goes through a [`Principal`]'s tenant; nothing
+//! keyed by a Language name, entry id, idempotency key or program name is
+//! ever shared between tenants.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+use pilotage_engine::{Clock, Component, Engine};
+use pilotage_protocol::retention::Retention;
+use pilotage_store::Store;
+use pilotage_store::sealing::SecretBox;
+
+use super::in_flight::InFlight;
+use super::principal::Principal;
+use super::tenant::{LanguageSlot, Tenant};
+use super::validation_cache::ValidationCache;
+use crate::deploy::state::Deployments;
+use crate::operations::leases::{IdempotencySettings, Leases};
+
+/// Who hears that a tenant's tool list changed (Part III §4.7): the MCP
+/// binding's sessions and subscriptions implement it, so the platform
+/// tells them without knowing MCP.
+pub trait ToolListeners: Send + Sync {
+    /// Tells every listener of `tenant` that its tool list changed.
+    fn tools_changed<'a>(&'a self, tenant: &'a str) -> futures::future::BoxFuture<'a, ()>;
+}
+
+/// No one listening (a platform without an MCP surface, as in tools that
+/// only load state).
+#[derive(Debug, Default)]
+pub struct NoListeners;
+
+impl ToolListeners for NoListeners {
+    fn tools_changed<'a>(&'a self, _tenant: &'a str) -> futures::future::BoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
+}
+
+/// Occurs when a tenant secret cannot be read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SecretValueError {
+    /// Occurs when the tenant has no secret of that name.
+    #[error("secret '{0}' does not exist")]
+    Missing(String),
+    /// Occurs when the store cannot be read.
+    #[error(transparent)]
+    Store(#[from] pilotage_store::StoreError),
+    /// Occurs when the stored value does not open with this platform's
+    /// key (another key, or a value sealed for another tenant or name).
+    #[error(transparent)]
+    Sealed(#[from] pilotage_store::sealing::SecretError),
+}
+
+/// What a [`Platform`] is assembled from.
+pub struct PlatformParts {
+    /// The wasm engine; its clock is the platform's.
+    pub engine: Engine,
+    /// The store.
+    pub store: Store,
+    /// The retention every Language declares (Part II §6.6).
+    pub retention: Retention,
+    /// The principal requests act as under development authentication.
+    pub dev_principal: Principal,
+    /// The box tenant secrets are sealed with.
+    pub secrets: SecretBox,
+    /// Leases of idempotency claims (Part II §6.5.6).
+    pub idempotency: IdempotencySettings,
+    /// Who hears that a tenant's tools changed.
+    pub listeners: Arc<dyn ToolListeners>,
+}
+
+/// The running platform. Cheap to clone.
+#[derive(Clone)]
+pub struct Platform {
+    inner: Arc<PlatformInner>,
+}
+
+struct PlatformInner {
+    engine: Engine,
+    store: Store,
+    tenants: RwLock<BTreeMap<String, Arc<Tenant>>>,
+    validations: ValidationCache,
+    listeners: Arc<dyn ToolListeners>,
+    http: reqwest::Client,
+    runtime: tokio::runtime::Handle,
+    retention: Retention,
+    dev_principal: Principal,
+    secrets: SecretBox,
+    in_flight: InFlight,
+    leases: Arc<Leases>,
+    deployments: Deployments,
+}
+
+impl std::fmt::Debug for Platform {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Platform").finish_non_exhaustive()
+    }
+}
+
+impl Platform {
+    /// Assembles a platform from its parts. Call inside a tokio runtime.
+    pub fn new(parts: PlatformParts) -> Platform {
+        crate::install_crypto_provider();
+        let http = reqwest::Client::builder()
+            .user_agent(concat!("pilotage/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .unwrap_or_default();
+        let PlatformParts { engine, store, retention, dev_principal, secrets, idempotency, listeners } = parts;
+        Platform {
+            inner: Arc::new(PlatformInner {
+                engine,
+                store,
+                tenants: RwLock::new(BTreeMap::new()),
+                validations: ValidationCache::new(4096),
+                listeners,
+                http,
+                runtime: tokio::runtime::Handle::current(),
+                retention,
+                dev_principal,
+                secrets,
+                in_flight: InFlight::default(),
+                leases: Leases::new(idempotency),
+                deployments: Deployments::default(),
+            }),
+        }
+    }
+
+    /// The platform's one clock (the engine's): every instant the server
+    /// stores or compares is read from it, so a test that freezes it
+    /// freezes them all.
+    pub fn clock(&self) -> &Clock {
+        self.inner.engine.clock()
+    }
+
+    /// This process's instance id and the idempotency claims it renews
+    /// (Part II §6.5.6).
+    pub fn leases(&self) -> &Arc<Leases> {
+        &self.inner.leases
+    }
+
+    /// Tool calls being served, for a graceful shutdown.
+    pub fn in_flight(&self) -> &InFlight {
+        &self.inner.in_flight
+    }
+
+    /// The secret box.
+    pub fn secrets(&self) -> &SecretBox {
+        &self.inner.secrets
+    }
+
+    /// A tenant secret's value.
+    ///
+    /// # Errors
+    /// [`SecretValueError`] when it does not exist, the store fails, or it
+    /// does not open.
+    pub async fn secret_value(&self, tenant: &str, name: &str) -> Result<String, SecretValueError> {
+        let Some((nonce, ciphertext)) = self.store().secret_get(tenant, name).await? else {
+            return Err(SecretValueError::Missing(name.to_owned()));
+        };
+        Ok(self.secrets().open(tenant, name, &nonce, &ciphertext)?)
+    }
+
+    /// The deployment runtime's state (its wake-ups, MQTT connections).
+    pub fn deployments(&self) -> &Deployments {
+        &self.inner.deployments
+    }
+
+    /// Every tenant.
+    pub fn tenants(&self) -> Vec<Arc<Tenant>> {
+        self.inner.tenants.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect()
+    }
+
+    /// Forgets a tenant (its stored data is deleted by the caller).
+    pub fn remove_tenant(&self, id: &str) -> bool {
+        self.inner.tenants.write().unwrap_or_else(|p| p.into_inner()).remove(id).is_some()
+    }
+
+    /// The wasm engine.
+    pub fn engine(&self) -> &Engine {
+        &self.inner.engine
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    /// The validation cache.
+    pub fn validations(&self) -> &ValidationCache {
+        &self.inner.validations
+    }
+
+    /// Tells every session and subscription of `tenant` that its tool list
+    /// changed.
+    pub async fn tools_changed(&self, tenant: &str) {
+        self.inner.listeners.tools_changed(tenant).await;
+    }
+
+    /// The HTTP client for invocations.
+    pub fn http(&self) -> &reqwest::Client {
+        &self.inner.http
+    }
+
+    /// The runtime blocking work drives async IO on.
+    pub fn runtime(&self) -> &tokio::runtime::Handle {
+        &self.inner.runtime
+    }
+
+    /// The retention every Language declares.
+    pub fn retention(&self) -> &Retention {
+        &self.inner.retention
+    }
+
+    /// The principal requests act as when no credential is presented.
+    pub fn dev_principal(&self) -> &Principal {
+        &self.inner.dev_principal
+    }
+
+    /// Adds (or returns the existing) tenant.
+    pub fn add_tenant(&self, id: &str) -> Arc<Tenant> {
+        self.inner
+            .tenants
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(id.to_owned())
+            .or_insert_with(|| Arc::new(Tenant::new(id)))
+            .clone()
+    }
+
+    /// One tenant.
+    pub fn tenant(&self, id: &str) -> Option<Arc<Tenant>> {
+        self.inner.tenants.read().unwrap_or_else(|p| p.into_inner()).get(id).cloned()
+    }
+
+    /// Installs a Language for a tenant and tells its sessions the tool
+    /// list changed.
+    pub async fn install_language(&self, tenant: &str, component: Component) -> Arc<Tenant> {
+        let tenant = self.add_tenant(tenant);
+        tenant.install_language(LanguageSlot::new(component, self.retention().clone()));
+        self.tools_changed(&tenant.id).await;
+        tenant
+    }
+}

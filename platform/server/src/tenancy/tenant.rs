@@ -1,0 +1,326 @@
+//! One tenant as a running server holds it: its Languages (with the tool
+//! names, retention and manifest entry each is exposed under), its
+//! catalog, promoted programs, data sources, quotas and the per-replica
+//! counters its quotas are checked against.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+
+use pilotage_engine::Component;
+use pilotage_engine::catalog::{CatalogSnapshot, SharedCatalog, StoredEntry, TenantCatalog};
+use pilotage_engine::description::{Exposure, LanguageDescription};
+use pilotage_engine::execution::DataSource;
+use pilotage_protocol::PILOTAGE_VERSION;
+use pilotage_protocol::manifest::{LanguageEntry, Manifest};
+use pilotage_protocol::retention::Retention;
+
+use super::principal::Principal;
+use crate::datasource::attached::AttachedSource;
+use crate::invocation::promotion::PromotedProgram;
+
+/// One Language as a tenant exposes it.
+#[derive(Clone, Debug)]
+pub struct LanguageSlot {
+    /// The loaded component.
+    pub component: Component,
+    /// Tool names, retention and idempotency.
+    pub exposure: Exposure,
+    /// Its manifest entry.
+    pub entry: LanguageEntry,
+}
+
+impl LanguageSlot {
+    /// A slot for `component` under `retention`, with the default tool
+    /// names.
+    pub fn new(component: Component, retention: Retention) -> LanguageSlot {
+        let description = component.description();
+        let exposure =
+            Exposure { loop_tools: description.default_loop_tools(&retention), retention, idempotency: true };
+        let entry = description.language_entry(&exposure);
+        LanguageSlot { component, exposure, entry }
+    }
+
+    /// What the component declared.
+    pub fn description(&self) -> &LanguageDescription {
+        self.component.description()
+    }
+
+    /// The name of this Language's promote tool, when it supports
+    /// promotion.
+    pub fn promote_tool(&self) -> Option<String> {
+        let description = self.description();
+        (description.features.promotion && description.features.execute)
+            .then(|| self.exposure.loop_tools.validate.replacen("validate_", "promote_", 1))
+    }
+
+    /// The catalog kind of this Language's promoted programs.
+    pub fn promoted_kind(&self) -> String {
+        format!("{}_program", self.description().family())
+    }
+}
+
+/// Per-tenant limits. Exceeding one refuses the request before anything
+/// runs, with a request error naming the limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct Quotas {
+    /// Runs executing at once, per replica (each replica guards its own
+    /// CPU and memory; see docs/architecture.md "Fleet").
+    pub max_concurrent_runs: u32,
+    /// Tool calls per second, averaged over one second, per replica.
+    pub requests_per_second: u32,
+    /// Bytes of stored run records (counted in the store: fleet-wide).
+    pub max_stored_run_bytes: u64,
+    /// Deployments installed at once (counted in the store: fleet-wide).
+    pub max_deployments: u32,
+    /// Firings of one deployment per minute (counted in the store:
+    /// fleet-wide); a trigger beyond it is dropped and logged.
+    pub max_firings_per_minute: u32,
+}
+
+impl Default for Quotas {
+    fn default() -> Self {
+        Quotas {
+            max_concurrent_runs: 16,
+            requests_per_second: 200,
+            max_stored_run_bytes: 1 << 30,
+            max_deployments: 100,
+            max_firings_per_minute: 60,
+        }
+    }
+}
+
+/// Occurs when a per-replica quota of a tenant refuses a request; the
+/// message names the quota and says when to retry (Part III §7.2
+/// `rate_limited`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum QuotaExceeded {
+    /// Occurs when the tenant's tool calls in the last second reach
+    /// `requests_per_second`.
+    #[error("quota requests_per_second ({limit}) of tenant '{tenant}' is exceeded; retry shortly")]
+    RequestsPerSecond {
+        /// The tenant.
+        tenant: String,
+        /// The quota.
+        limit: u32,
+    },
+    /// Occurs when `max_concurrent_runs` Runs of the tenant are executing.
+    #[error("quota max_concurrent_runs ({limit}) of tenant '{tenant}' is reached; retry when a Run ends")]
+    ConcurrentRuns {
+        /// The tenant.
+        tenant: String,
+        /// The quota.
+        limit: u32,
+    },
+}
+
+/// A simple token bucket for the requests-per-second quota.
+#[derive(Debug)]
+struct Bucket {
+    tokens: f64,
+    last: std::time::Instant,
+}
+
+/// One tenant: its Languages, catalog and promoted programs.
+#[derive(Debug)]
+pub struct Tenant {
+    /// The tenant's id.
+    pub id: String,
+    languages: RwLock<BTreeMap<String, Arc<LanguageSlot>>>,
+    catalog: SharedCatalog,
+    promoted: RwLock<BTreeMap<String, Arc<PromotedProgram>>>,
+    disabled: AtomicBool,
+    quotas: RwLock<Quotas>,
+    running: AtomicU32,
+    bucket: Mutex<Bucket>,
+    /// Data sources by name.
+    data_sources: RwLock<BTreeMap<String, Arc<AttachedSource>>>,
+}
+
+/// Holds one of a tenant's concurrent-run slots until dropped.
+#[derive(Debug)]
+pub struct RunSlot {
+    tenant: Arc<Tenant>,
+}
+
+impl Drop for RunSlot {
+    fn drop(&mut self) {
+        self.tenant.running.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Tenant {
+    /// An empty tenant.
+    pub fn new(id: &str) -> Tenant {
+        Tenant {
+            id: id.to_owned(),
+            languages: RwLock::new(BTreeMap::new()),
+            catalog: SharedCatalog::default(),
+            promoted: RwLock::new(BTreeMap::new()),
+            disabled: AtomicBool::new(false),
+            quotas: RwLock::new(Quotas::default()),
+            running: AtomicU32::new(0),
+            bucket: Mutex::new(Bucket {
+                tokens: f64::from(Quotas::default().requests_per_second),
+                last: std::time::Instant::now(),
+            }),
+            data_sources: RwLock::new(BTreeMap::new()),
+        }
+    }
+
+    /// Attaches a data source, replacing one of the same name; returns the
+    /// one replaced, whose catalog entries the caller removes or refreshes
+    /// over.
+    pub fn attach_data_source(&self, source: Arc<AttachedSource>) -> Option<Arc<AttachedSource>> {
+        self.data_sources.write().unwrap_or_else(|p| p.into_inner()).insert(source.name.clone(), source)
+    }
+
+    /// Detaches a data source and removes its catalog entries.
+    pub fn detach_data_source(&self, name: &str) -> Option<Arc<AttachedSource>> {
+        let removed = self.data_sources.write().unwrap_or_else(|p| p.into_inner()).remove(name)?;
+        crate::datasource::attached::detach(&self.catalog, &removed);
+        Some(removed)
+    }
+
+    /// Every data source, by name.
+    pub fn data_sources(&self) -> Vec<Arc<AttachedSource>> {
+        self.data_sources.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect()
+    }
+
+    /// One data source by name.
+    pub fn data_source(&self, name: &str) -> Option<Arc<AttachedSource>> {
+        self.data_sources.read().unwrap_or_else(|p| p.into_inner()).get(name).cloned()
+    }
+
+    /// Where `language`'s statements run, if it has a data source.
+    pub fn data_source_for(&self, language: &str) -> Option<Arc<dyn DataSource>> {
+        self.data_sources
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .find(|attached| attached.spec.language == language)
+            .map(|attached| attached.source.clone() as Arc<dyn DataSource>)
+    }
+
+    /// Whether catalog entry `id` belongs to a data source (and so is not
+    /// the operator's to replace or delete).
+    pub fn entry_from_data_source(&self, id: &str) -> bool {
+        self.data_sources.read().unwrap_or_else(|p| p.into_inner()).values().any(|source| source.owns(id))
+    }
+
+    /// Whether the tenant is disabled (its agents are refused).
+    pub fn is_disabled(&self) -> bool {
+        self.disabled.load(Ordering::SeqCst)
+    }
+
+    /// Disables or enables the tenant.
+    pub fn set_disabled(&self, disabled: bool) {
+        self.disabled.store(disabled, Ordering::SeqCst);
+    }
+
+    /// The tenant's quotas.
+    pub fn quotas(&self) -> Quotas {
+        *self.quotas.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Replaces the tenant's quotas.
+    pub fn set_quotas(&self, quotas: Quotas) {
+        *self.quotas.write().unwrap_or_else(|p| p.into_inner()) = quotas;
+    }
+
+    /// Takes one request from the per-second budget.
+    ///
+    /// # Errors
+    /// [`QuotaExceeded::RequestsPerSecond`] when the budget is spent.
+    pub fn admit_request(&self) -> Result<(), QuotaExceeded> {
+        let limit = f64::from(self.quotas().requests_per_second.max(1));
+        let mut bucket = self.bucket.lock().unwrap_or_else(|p| p.into_inner());
+        let now = std::time::Instant::now();
+        bucket.tokens = (bucket.tokens + now.duration_since(bucket.last).as_secs_f64() * limit).min(limit);
+        bucket.last = now;
+        if bucket.tokens < 1.0 {
+            return Err(QuotaExceeded::RequestsPerSecond { tenant: self.id.clone(), limit: limit as u32 });
+        }
+        bucket.tokens -= 1.0;
+        Ok(())
+    }
+
+    /// Takes a concurrent-run slot.
+    ///
+    /// # Errors
+    /// [`QuotaExceeded::ConcurrentRuns`] when every slot is taken.
+    pub fn start_run(self: &Arc<Self>) -> Result<RunSlot, QuotaExceeded> {
+        let limit = self.quotas().max_concurrent_runs;
+        let taken = self.running.fetch_add(1, Ordering::SeqCst);
+        if taken >= limit {
+            self.running.fetch_sub(1, Ordering::SeqCst);
+            return Err(QuotaExceeded::ConcurrentRuns { tenant: self.id.clone(), limit });
+        }
+        Ok(RunSlot { tenant: self.clone() })
+    }
+
+    /// Installs (or replaces) a Language.
+    pub fn install_language(&self, slot: LanguageSlot) {
+        let name = slot.entry.name.clone();
+        self.languages.write().unwrap_or_else(|p| p.into_inner()).insert(name, Arc::new(slot));
+    }
+
+    /// Removes a Language.
+    pub fn retire_language(&self, name: &str) -> bool {
+        self.languages.write().unwrap_or_else(|p| p.into_inner()).remove(name).is_some()
+    }
+
+    /// Every Language, by name.
+    pub fn languages(&self) -> Vec<Arc<LanguageSlot>> {
+        self.languages.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect()
+    }
+
+    /// One Language.
+    pub fn language(&self, name: &str) -> Option<Arc<LanguageSlot>> {
+        self.languages.read().unwrap_or_else(|p| p.into_inner()).get(name).cloned()
+    }
+
+    /// Runs `f` on the catalog under its lock. Keep `f` short.
+    pub fn with_catalog<R>(&self, f: impl FnOnce(&mut TenantCatalog) -> R) -> R {
+        self.catalog.with(f)
+    }
+
+    /// The catalog itself, for what keeps entries in it (a data source's
+    /// refresh).
+    pub fn catalog(&self) -> &SharedCatalog {
+        &self.catalog
+    }
+
+    /// The caller's snapshot of the catalog for a Language.
+    pub fn snapshot(&self, principal: &Principal, language: &str) -> CatalogSnapshot {
+        self.with_catalog(|catalog| catalog.snapshot(&principal.scopes, language))
+    }
+
+    /// Adds catalog entries.
+    pub fn put_entries(&self, entries: Vec<StoredEntry>) {
+        self.with_catalog(|catalog| catalog.apply(entries, &[]));
+    }
+
+    /// Registers a promoted program (its catalog entry is added separately).
+    pub fn add_promoted(&self, program: PromotedProgram) {
+        self.promoted.write().unwrap_or_else(|p| p.into_inner()).insert(program.program_ref.clone(), Arc::new(program));
+    }
+
+    /// One promoted program by reference (visibility is checked through the
+    /// catalog by the caller).
+    pub fn promoted(&self, program_ref: &str) -> Option<Arc<PromotedProgram>> {
+        self.promoted.read().unwrap_or_else(|p| p.into_inner()).get(program_ref).cloned()
+    }
+
+    /// The manifest this tenant publishes (Part II §5.1).
+    pub fn manifest(&self) -> Manifest {
+        Manifest {
+            pilotage: PILOTAGE_VERSION.to_owned(),
+            languages: self.languages().iter().map(|slot| slot.entry.clone()).collect(),
+            capabilities: None,
+        }
+    }
+}

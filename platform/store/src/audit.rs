@@ -1,0 +1,62 @@
+//! The audit log: who changed what, when; never a secret value.
+
+use sqlx::Row;
+
+use crate::store::{Store, StoreError};
+use pilotage_telemetry::metrics::StoreOperation;
+
+/// One audit record.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct AuditRow {
+    /// When, ms since the epoch.
+    pub at: i64,
+    /// Who.
+    pub actor: String,
+    /// What (`tenant.create`, `language.upload`, …).
+    pub action: String,
+    /// On what.
+    pub target: String,
+    /// Details (JSON); never secret values.
+    pub detail: String,
+}
+
+impl Store {
+    /// Appends an audit record.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the write fails.
+    pub async fn audit(&self, row: &AuditRow) -> Result<(), StoreError> {
+        let _timer = self.timer(StoreOperation::Audit);
+        sqlx::query("INSERT INTO audit_log (at, actor, action, target, detail) VALUES ($1, $2, $3, $4, $5)")
+            .bind(row.at)
+            .bind(&row.actor)
+            .bind(&row.action)
+            .bind(&row.target)
+            .bind(&row.detail)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// The latest audit records, newest first.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the read fails.
+    pub async fn audit_log(&self, limit: i64) -> Result<Vec<AuditRow>, StoreError> {
+        let rows = sqlx::query("SELECT at, actor, action, target, detail FROM audit_log ORDER BY id DESC LIMIT $1")
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(AuditRow {
+                    at: row.try_get("at")?,
+                    actor: row.try_get("actor")?,
+                    action: row.try_get("action")?,
+                    target: row.try_get("target")?,
+                    detail: row.try_get("detail")?,
+                })
+            })
+            .collect()
+    }
+}

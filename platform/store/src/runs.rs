@@ -1,0 +1,183 @@
+//! Run records (Part II §6.6): stored at the recorded trace level,
+//! bound to a session or expiring, swept when retention no longer covers
+//! them; `run_bytes` keeps each tenant's stored bytes for the quota.
+
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+use crate::store::{Store, StoreError};
+use pilotage_telemetry::metrics::StoreOperation;
+
+/// One stored run record.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunRow {
+    /// The Run's id.
+    pub run_id: String,
+    /// Its tenant.
+    pub tenant: String,
+    /// The subject that ran it.
+    pub subject: String,
+    /// Its Language.
+    pub language: String,
+    /// Set iff the record lives only as long as this MCP session.
+    pub session_id: Option<String>,
+    /// `summary` or `full`.
+    pub recorded_level: String,
+    /// The record (JSON: outcome, output, trace).
+    pub record: String,
+    /// When it was recorded.
+    pub created_at: i64,
+    /// When it expires; `None` for session-bound records.
+    pub expires_at: Option<i64>,
+}
+
+impl Store {
+    /// Stores a run record; committed when this returns.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the write fails.
+    pub async fn run_insert(&self, row: &RunRow) -> Result<(), StoreError> {
+        let _timer = self.timer(StoreOperation::RunInsert);
+        sqlx::query(
+            "INSERT INTO runs (run_id, tenant, subject, language, session_id, recorded_level, record, bytes, created_at, expires_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        )
+        .bind(&row.run_id)
+        .bind(&row.tenant)
+        .bind(&row.subject)
+        .bind(&row.language)
+        .bind(row.session_id.clone())
+        .bind(&row.recorded_level)
+        .bind(&row.record)
+        .bind(row.record.len() as i64)
+        .bind(row.created_at)
+        .bind(row.expires_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// One run record by id, whoever owns it (callers check ownership).
+    ///
+    /// # Errors
+    /// [`StoreError`] when the read fails.
+    pub async fn run_get(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {
+        let _timer = self.timer(StoreOperation::RunGet);
+        let row = sqlx::query(
+            "SELECT run_id, tenant, subject, language, session_id, recorded_level, record, created_at, expires_at FROM runs WHERE run_id = $1",
+        )
+        .bind(run_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|row| run_from_row(&row)).transpose()
+    }
+
+    /// Run records of a tenant with filters, newest first (operators).
+    ///
+    /// # Errors
+    /// [`StoreError`] when the read fails.
+    pub async fn runs_filtered(
+        &self,
+        tenant: &str,
+        subject: Option<&str>,
+        language: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<RunRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT run_id, tenant, subject, language, session_id, recorded_level, record, created_at, expires_at FROM runs \
+             WHERE tenant = $1 AND ($2 = '' OR subject = $3) AND ($4 = '' OR language = $5) ORDER BY created_at DESC LIMIT $6",
+        )
+        .bind(tenant)
+        .bind(subject.unwrap_or(""))
+        .bind(subject.unwrap_or(""))
+        .bind(language.unwrap_or(""))
+        .bind(language.unwrap_or(""))
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(run_from_row).collect()
+    }
+
+    /// Deletes the records bound to a session that ended.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the write fails.
+    pub async fn runs_delete_session(&self, session_id: &str) -> Result<u64, StoreError> {
+        let _timer = self.timer(StoreOperation::RunsDeleteSession);
+        Ok(sqlx::query("DELETE FROM runs WHERE session_id = $1")
+            .bind(session_id)
+            .execute(&self.pool)
+            .await?
+            .rows_affected())
+    }
+
+    /// Deletes every session-bound record (sessions do not survive a
+    /// restart of a single-node server).
+    ///
+    /// # Errors
+    /// [`StoreError`] when the write fails.
+    pub async fn runs_delete_all_session_bound(&self) -> Result<u64, StoreError> {
+        Ok(sqlx::query("DELETE FROM runs WHERE session_id IS NOT NULL").execute(&self.pool).await?.rows_affected())
+    }
+
+    /// Deletes expired records and idempotency keys.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the write fails.
+    pub async fn sweep(&self, now_ms: i64) -> Result<u64, StoreError> {
+        let _timer = self.timer(StoreOperation::Sweep);
+        let runs = sqlx::query("DELETE FROM runs WHERE expires_at IS NOT NULL AND expires_at <= $1")
+            .bind(now_ms)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        let keys = sqlx::query("DELETE FROM idempotency_keys WHERE expires_at <= $1")
+            .bind(now_ms)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        Ok(runs + keys)
+    }
+
+    /// How many run records exist (tests and metrics).
+    ///
+    /// # Errors
+    /// [`StoreError`] when the read fails.
+    pub async fn runs_count(&self) -> Result<i64, StoreError> {
+        let row = sqlx::query("SELECT COUNT(*) AS n FROM runs").fetch_one(&self.pool).await?;
+        Ok(row.try_get::<i64, _>("n")?)
+    }
+
+    /// Bytes of stored run records of a tenant (for the quota): the total
+    /// the `runs` triggers keep in `run_bytes` (migration 5), one key
+    /// lookup whatever the number of runs stored; 0 for a tenant that never
+    /// stored one.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the read fails.
+    pub async fn run_bytes_of_tenant(&self, tenant: &str) -> Result<i64, StoreError> {
+        let _timer = self.timer(StoreOperation::RunBytesOfTenant);
+        let row = sqlx::query("SELECT bytes FROM run_bytes WHERE tenant = $1")
+            .bind(tenant)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(match row {
+            Some(row) => row.try_get::<i64, _>("bytes")?,
+            None => 0,
+        })
+    }
+}
+
+fn run_from_row(row: &AnyRow) -> Result<RunRow, StoreError> {
+    Ok(RunRow {
+        run_id: row.try_get("run_id")?,
+        tenant: row.try_get("tenant")?,
+        subject: row.try_get("subject")?,
+        language: row.try_get("language")?,
+        session_id: row.try_get::<Option<String>, _>("session_id")?,
+        recorded_level: row.try_get("recorded_level")?,
+        record: row.try_get("record")?,
+        created_at: row.try_get("created_at")?,
+        expires_at: row.try_get::<Option<i64>, _>("expires_at")?,
+    })
+}

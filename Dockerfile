@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 #
 # The `pilotage` server image: a Rust builder stage compiles the binary (and, through
-# platform/build.rs, the bundled Language components for wasm32-wasip2, embedded in
+# the build script of platform/bundled, the bundled Language components for wasm32-wasip2, embedded in
 # it); the runtime stage is Debian slim with the binary, CA certificates and nothing
 # else.
 #

@@ -25,7 +25,7 @@ impl Catalog for Demo {
 }
 
 fn demo() -> Demo {
-    let file: Value = serde_json::from_str(include_str!("../../platform/demo/catalog.json")).unwrap();
+    let file: Value = serde_json::from_str(include_str!("../../platform/server/demo/catalog.json")).unwrap();
     let mut entries = BTreeMap::new();
     for entry in file["entries"].as_array().unwrap() {
         let hints = &entry["risk_hints"];

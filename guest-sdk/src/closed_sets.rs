@@ -2,7 +2,7 @@
 //! §5.2).
 //!
 //! A Language declares its sets once, as tables its code also uses
-//! (diagnostic codes, statuses, entry kinds, risk levels). [`complete`]
+//! (diagnostic codes, statuses, entry kinds, risk levels). `complete`
 //! adds what every Language must carry (the reserved diagnostic codes and
 //! run statuses, and the statuses the platform itself may report), and
 //! [`render`] writes the closed-sets guide from the same

@@ -17,7 +17,7 @@ What it checks:
    make rendering fail.
 
 It prints one line per check and, last, a JSON report (read by
-platform/tests/all/helm.rs, which also parses the rendered settings with the
+platform/cli/tests/all/helm.rs, which also parses the rendered settings with the
 server's own `Settings`). Exit status 0 when every check passed, 1 otherwise.
 
 By hand, from the repository root:

@@ -1,8 +1,8 @@
 //! The Pilotage protocol model: serde types for every shape of the
 //! specification and the pure rules over them. No IO lives here, and the
-//! crate depends on nothing of the platform: the platform re-exports it as
-//! `pilotage_platform::protocol`, and the fuzz targets of its
-//! deserializers build without the WebAssembly runtime.
+//! crate depends on nothing of the platform: the engine, the client and the
+//! server build on it, and the fuzz targets of its deserializers build without
+//! the WebAssembly runtime.
 //!
 //! Each module is one spec concept:
 //!

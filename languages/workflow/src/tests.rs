@@ -13,7 +13,7 @@ use crate::validate::{Catalog, bind_input, validate};
 struct DemoCatalog(BTreeMap<String, CatalogEntry>);
 
 fn demo_catalog() -> DemoCatalog {
-    let file: Value = serde_json::from_str(include_str!("../../../platform/demo/catalog.json")).unwrap();
+    let file: Value = serde_json::from_str(include_str!("../../../platform/server/demo/catalog.json")).unwrap();
     let mut entries = BTreeMap::new();
     for entry in file["entries"].as_array().unwrap() {
         let hints = &entry["risk_hints"];

@@ -38,12 +38,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use criterion::Criterion;
+use pilotage_client::{Connection, Reply};
 use pilotage_engine::catalog::StoredEntry;
 use pilotage_engine::catalog::lookup::cursor_after;
-use pilotage_client::{Connection, Reply};
-use pilotage_server::settings::Settings;
-use pilotage_server::operations::{Caller, Context, lookup};
 use pilotage_protocol::catalog::CatalogEntry;
+use pilotage_server::operations::{Caller, Context, lookup};
+use pilotage_server::settings::Settings;
 use pilotage_server::start::{Server, start};
 use pilotage_server::tenancy::{Principal, Quotas, Tenant};
 use pilotage_store::{Store, TenantRow};

@@ -162,8 +162,7 @@ async fn admin(base: &str, method: reqwest::Method, path: &str, body: Value) {
 /// deployer/v1, `cap_record` and the trigger sources' secrets, through the
 /// admin API.
 async fn install(base: &str, record_url: &str) {
-    let deployer =
-        pilotage_test_support::DEPLOYER.to_vec();
+    let deployer = pilotage_test_support::DEPLOYER.to_vec();
     let response = reqwest::Client::new()
         .post(format!("{base}/admin/v1/tenants/demo/languages"))
         .bearer_auth(ADMIN_TOKEN)
@@ -366,7 +365,9 @@ async fn schedule(server: &Server, arrivals: &mut mpsc::UnboundedReceiver<Arriva
         assert!(seen.insert(due), "the tick {due} was invoked twice");
         after_due.push((arrival.wall_ms - due) as f64);
     }
-    pilotage_server::deploy::manage::set_enabled(&server.platform, "demo", "bench-schedule", false).await.expect("disabled");
+    pilotage_server::deploy::manage::set_enabled(&server.platform, "demo", "bench-schedule", false)
+        .await
+        .expect("disabled");
     println!("schedule  due second → invocation     {}", summary(&mut after_due));
 }
 

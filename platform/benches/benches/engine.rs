@@ -44,10 +44,11 @@ use std::time::Instant;
 
 use criterion::Criterion;
 use pilotage_engine::catalog::{CatalogSnapshot, TenantCatalog};
+use pilotage_engine::effects::Invoker;
+use pilotage_engine::execution::{self, ExecutionRequest};
 use pilotage_engine::host::CallContext;
-use pilotage_engine::{Bounds, CallBounds, CallError, CallKind, Component, Engine, cache};
-use pilotage_engine::execution::{self, ExecutionRequest, Invoker};
 use pilotage_engine::validation::{self, Program, ValidationFailure};
+use pilotage_engine::{Bounds, CallBounds, CallError, CallKind, Component, Engine, cache};
 use pilotage_protocol::catalog::CatalogEntry;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -82,7 +83,7 @@ fn json_program(component: &Component, value: &Value) -> Program {
 struct CannedInvoker;
 
 impl Invoker for CannedInvoker {
-    fn invoke(&self, entry: &CatalogEntry, input: &Value) -> Result<Value, String> {
+    fn invoke(&self, entry: &CatalogEntry, input: &Value) -> Result<Value, pilotage_engine::effects::InvokeError> {
         Ok(match entry.id.as_str() {
             "cap_read_user_profile" => {
                 json!({"id": input["user_id"], "name": "Amira Hassan", "email": "amira@example.com", "tier": "gold"})

@@ -49,10 +49,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pilotage_engine::catalog::{CatalogSnapshot, TenantCatalog};
+use pilotage_engine::effects::Invoker;
+use pilotage_engine::execution::{self, ExecutionRequest};
 use pilotage_engine::host::CallContext;
-use pilotage_engine::{Bounds, CallBounds, CallKind, Component, Engine};
-use pilotage_engine::execution::{self, ExecutionRequest, Invoker};
 use pilotage_engine::validation::{self, Program};
+use pilotage_engine::{Bounds, CallBounds, CallKind, Component, Engine};
 use pilotage_protocol::catalog::CatalogEntry;
 use serde_json::{Value, json};
 
@@ -68,7 +69,7 @@ const REFERENCES: usize = 90_000;
 
 /// The workspace root.
 fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the platform crate sits in the workspace").to_path_buf()
+    pilotage_test_support::repository()
 }
 
 /// The demo catalog offered to recipe/v1, as the demo principal sees it.
@@ -109,7 +110,7 @@ fn largest_program() -> Value {
 struct CannedInvoker;
 
 impl Invoker for CannedInvoker {
-    fn invoke(&self, entry: &CatalogEntry, input: &Value) -> Result<Value, String> {
+    fn invoke(&self, entry: &CatalogEntry, input: &Value) -> Result<Value, pilotage_engine::effects::InvokeError> {
         Ok(match entry.id.as_str() {
             "cap_read_user_profile" => {
                 json!({"id": input["user_id"], "name": "Amira Hassan", "email": "amira@example.com", "tier": "gold"})

@@ -201,7 +201,7 @@ impl ServerHandler for BareServer {
 /// serving task.
 ///
 /// The session manager and config take the platform's choices
-/// (`platform/src/http/mod.rs`), from the same default `Settings`, so the
+/// (`platform/server/src/http/router.rs`), from the same default `Settings`, so the
 /// two servers differ only by what the platform does around rmcp.
 async fn start_bare(shutdown: &CancellationToken) -> (String, tokio::task::JoinHandle<std::io::Result<()>>) {
     let defaults = Settings::default();

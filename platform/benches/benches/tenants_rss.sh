@@ -8,7 +8,7 @@
 # and prints (ΔRSS ÷ N) as bytes per additional tenant. The first 50 keep
 # start-up and first-load transients out of the figure.
 #
-#   platform/benches/tenants_rss.sh [BINARY] [COMPONENT.wasm] [N] [PORT]
+#   platform/benches/benches/tenants_rss.sh [BINARY] [COMPONENT.wasm] [N] [PORT]
 #
 # Defaults: target/debug/pilotage, the built workflow/v1 guest, 200, 18490.
 set -eu

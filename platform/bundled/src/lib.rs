@@ -24,5 +24,4 @@ pub const AUTOMATION: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/automati
 
 /// Every bundled component with the Language it declares, in the order a
 /// server installs them.
-pub const ALL: [(&str, &[u8]); 3] =
-    [("workflow/v1", WORKFLOW), ("sql/postgres-15", SQL), ("automation/1", AUTOMATION)];
+pub const ALL: [(&str, &[u8]); 3] = [("workflow/v1", WORKFLOW), ("sql/postgres-15", SQL), ("automation/1", AUTOMATION)];

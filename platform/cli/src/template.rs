@@ -7,7 +7,7 @@
 //! The template is the example itself, embedded at build time, so the two
 //! cannot drift: the example's tests and its conformance run in this
 //! repository's `cargo test`, and a crate made from it is built and checked
-//! there too (`platform/tests/all/language_authoring.rs`).
+//! there too (`platform/cli/tests/all/language_authoring.rs`).
 
 use std::path::{Path, PathBuf};
 
@@ -22,7 +22,7 @@ const BINDING: &str = include_str!("../../../tests/conformance/recipe.json");
 const LOCK: &str = include_str!("../../../Cargo.lock");
 
 /// Where the guest SDK of the repository this binary was built from lies.
-pub const BUILT_SDK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../guest-sdk");
+pub const BUILT_SDK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../guest-sdk");
 
 /// Why a template could not be written.
 #[derive(Debug, thiserror::Error)]

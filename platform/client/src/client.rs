@@ -8,13 +8,13 @@ use std::collections::BTreeMap;
 use rmcp::model::Tool;
 use serde_json::{Value, json};
 
+use crate::gate::{ApprovalRequest, Approver, RiskSource};
 use pilotage_protocol::catalog::{CatalogEntry, CatalogGetResult, CatalogListResult};
 use pilotage_protocol::guide::{Guide, GuideFetchResult, GuideIndexResult};
 use pilotage_protocol::manifest::{LanguageEntry, LocatorDialect, Manifest, PromotionAuthority};
 use pilotage_protocol::requests::{ExecuteResponse, TraceFetchResponse, ValidateResponse};
 use pilotage_protocol::risk::aggregate;
 use pilotage_protocol::{GUIDE_TOOL, MANIFEST_TOOL, META_KEY};
-use crate::gate::{ApprovalRequest, Approver, RiskSource};
 
 use crate::connection::{ClientError, Connection, Reply, parse, result};
 
@@ -206,14 +206,16 @@ impl PilotageClient {
     pub async fn guide(&mut self, language: &str, id: &str) -> Result<Guide, ClientError> {
         let index = self.guide_index(language).await?;
         if let Some(listed) = index.iter().find(|g| g.id == id) {
-            let key = (self.connection.endpoint().to_owned(), language.to_owned(), id.to_owned(), listed.version.clone());
+            let key =
+                (self.connection.endpoint().to_owned(), language.to_owned(), id.to_owned(), listed.version.clone());
             if let Some(cached) = self.guides.get(&key) {
                 return Ok(cached.clone());
             }
         }
         let fetched: GuideFetchResult =
             result("guide", self.connection.call(GUIDE_TOOL, json!({"language": language, "id": id})).await?)?;
-        let key = (self.connection.endpoint().to_owned(), language.to_owned(), id.to_owned(), fetched.guide.version.clone());
+        let key =
+            (self.connection.endpoint().to_owned(), language.to_owned(), id.to_owned(), fetched.guide.version.clone());
         self.guides.insert(key, fetched.guide.clone());
         Ok(fetched.guide)
     }

@@ -166,7 +166,7 @@ impl Connection {
     }
 
     /// Connects to `endpoint`: an `http(s)://` URL, or `stdio:` followed by
-    /// a command line split on whitespace (see [`STDIO_PREFIX`]). `token`
+    /// a command line, split on whitespace. `token`
     /// applies to HTTP only.
     ///
     /// # Errors
@@ -221,7 +221,7 @@ impl Connection {
     }
 
     /// Sets how long one request may wait for its answer (default
-    /// [`CALL_TIMEOUT`]).
+    /// the call timeout, 120 s).
     pub fn with_timeout(mut self, timeout: std::time::Duration) -> Connection {
         self.timeout = timeout;
         self
@@ -294,4 +294,3 @@ pub(crate) fn result<T: serde::de::DeserializeOwned>(what: &str, reply: Reply) -
         Reply::RequestError(error) => Err(ClientError::Request(error)),
     }
 }
-

@@ -122,6 +122,18 @@ pub trait Approver: Send + Sync {
     fn approve(&self, request: &ApprovalRequest) -> bool;
 }
 
+/// Why an `--approve` value could not be read as a [`Policy`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PolicyError {
+    /// Occurs when a word of the value is not one [`Policy::parse`] knows.
+    #[error("unknown approval '{word}': use none, all, destructive, open-world, unknown")]
+    UnknownApproval {
+        /// The word.
+        word: String,
+    },
+}
+
 /// A standing Host policy (the `--approve` flag).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Policy {
@@ -138,8 +150,8 @@ impl Policy {
     /// `destructive`, `open-world`, `unknown`.
     ///
     /// # Errors
-    /// A message naming an unknown word.
-    pub fn parse(text: &str) -> Result<Policy, String> {
+    /// [`PolicyError::UnknownApproval`] naming an unknown word.
+    pub fn parse(text: &str) -> Result<Policy, PolicyError> {
         let mut policy = Policy::default();
         for word in text.split(',').map(str::trim).filter(|w| !w.is_empty()) {
             match word {
@@ -148,9 +160,7 @@ impl Policy {
                 "destructive" => policy.destructive = true,
                 "open-world" | "openWorld" => policy.open_world = true,
                 "unknown" => policy.unknown = true,
-                other => {
-                    return Err(format!("unknown approval '{other}': use none, all, destructive, open-world, unknown"));
-                }
+                other => return Err(PolicyError::UnknownApproval { word: other.to_owned() }),
             }
         }
         Ok(policy)
@@ -234,6 +244,12 @@ mod tests {
         assert!(Policy::parse("destructive").unwrap().approve(&destructive));
         assert!(Policy::parse("all").unwrap().approve(&destructive));
         assert!(Policy::parse("everything").is_err());
+    }
+
+    #[test]
+    fn an_unknown_approval_word_is_named_with_the_words_there_are() {
+        let error = Policy::parse("destructive, everything").unwrap_err();
+        assert_eq!(error.to_string(), "unknown approval 'everything': use none, all, destructive, open-world, unknown");
     }
 
     #[test]

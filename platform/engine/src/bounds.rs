@@ -16,7 +16,7 @@ pub struct CallBounds {
     pub fuel: u64,
     /// Wall-time budget for the call, host calls included, in
     /// milliseconds. Enforced by epoch interruption every
-    /// [`EPOCH_TICK`]. Overrun: `bounds_exceeded` (validation) or
+    /// `EPOCH_TICK`. Overrun: `bounds_exceeded` (validation) or
     /// `timeout` (execution).
     pub wall_time_ms: u64,
 }
@@ -64,7 +64,7 @@ pub struct Bounds {
 
 /// How often the engine's epoch advances; deadlines are checked at this
 /// granularity.
-pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(10);
 
 impl Default for Bounds {
     fn default() -> Self {
@@ -92,12 +92,12 @@ impl Default for CallBounds {
 
 impl CallBounds {
     /// The wall-time budget as a duration.
-    pub fn wall_time(&self) -> Duration {
+    pub(crate) fn wall_time(&self) -> Duration {
         Duration::from_millis(self.wall_time_ms)
     }
 
     /// The budget in epoch ticks (at least one).
-    pub fn epoch_ticks(&self) -> u64 {
+    pub(crate) fn epoch_ticks(&self) -> u64 {
         (self.wall_time_ms / EPOCH_TICK.as_millis() as u64).max(1)
     }
 }

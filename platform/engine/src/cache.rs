@@ -12,10 +12,10 @@ use std::path::Path;
 
 use wasmtime::component::Component;
 
-use crate::runtime::EngineError;
+use crate::error::EngineError;
 
 /// The wasmtime version compiled into this binary.
-pub const WASMTIME_VERSION: &str = "48.0.8";
+pub(crate) const WASMTIME_VERSION: &str = "48.0.8";
 
 /// A stable key for the engine's compilation settings (fuel, epochs,
 /// stack, target…): wasmtime's own compatibility hash, folded with FNV-1a
@@ -50,7 +50,7 @@ pub fn artifact_name(sha256: &str, config_key: &str) -> String {
 ///
 /// # Errors
 /// [`EngineError::Compile`] when the bytes do not compile.
-pub fn load_or_compile(
+pub(crate) fn load_or_compile(
     engine: &wasmtime::Engine,
     cache_dir: Option<&Path>,
     config_key: &str,

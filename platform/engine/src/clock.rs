@@ -63,7 +63,7 @@ impl Clock {
     }
 
     /// Whether the clock is frozen.
-    pub fn is_frozen(&self) -> bool {
+    pub(crate) fn is_frozen(&self) -> bool {
         self.inner.frozen.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).is_some()
     }
 

@@ -180,12 +180,12 @@ pub struct Exposure {
 
 impl LanguageDescription {
     /// Whether `code` is in the closed diagnostic set.
-    pub fn declares_code(&self, code: &str) -> bool {
+    pub(crate) fn declares_code(&self, code: &str) -> bool {
         self.diagnostic_codes.iter().any(|c| c.code == code)
     }
 
     /// The declared run status, if any.
-    pub fn run_status(&self, status: &str) -> Option<&StatusInfo> {
+    pub(crate) fn run_status(&self, status: &str) -> Option<&StatusInfo> {
         self.run_statuses.iter().find(|s| s.status == status)
     }
 

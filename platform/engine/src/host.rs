@@ -8,12 +8,12 @@ use wasmtime::component::{Linker, ResourceTable};
 use wasmtime::{ResourceLimiter, StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use crate::clock::Clock;
-use crate::wit::pilotage::language::{catalog, describe_types, effects, run_types, sql, types};
 use crate::catalog::CatalogSnapshot;
+use crate::clock::Clock;
 use crate::description::{
     CodeInfo, Features, GuideContent, KindInfo, LanguageDescription, ProgramKind, RiskInfo, StatusInfo,
 };
+use crate::wit::pilotage::language::{catalog, describe_types, effects, run_types, sql, types};
 
 /// Why the host did not perform an invocation, as the component sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -96,9 +96,9 @@ pub struct SqlResult {
 }
 
 /// Lines a component may log per call; more are counted, not kept.
-pub const LOG_LINES_KEPT: usize = 64;
+pub(crate) const LOG_LINES_KEPT: usize = 64;
 /// Characters kept of one log line.
-pub const LOG_LINE_CHARS: usize = 512;
+pub(crate) const LOG_LINE_CHARS: usize = 512;
 
 /// The per-call context a store carries: the catalog snapshot the call
 /// sees and, during execution only, its effects.
@@ -110,7 +110,7 @@ pub struct CallContext {
     pub effects: Option<Box<dyn Effects>>,
     /// Log lines the component wrote, truncated.
     pub logs: Vec<String>,
-    /// Log lines dropped beyond [`LOG_LINES_KEPT`].
+    /// Log lines dropped beyond `LOG_LINES_KEPT`.
     pub logs_dropped: u64,
 }
 
@@ -126,7 +126,7 @@ impl CallContext {
     }
 
     /// The effects of this call, if it may have any.
-    pub fn call_effects(&mut self) -> Option<&mut (dyn Effects + 'static)> {
+    pub(crate) fn call_effects(&mut self) -> Option<&mut (dyn Effects + 'static)> {
         self.effects.as_deref_mut()
     }
 
@@ -201,7 +201,13 @@ impl HostState {
     pub fn new(memory_bytes: u64, call: CallContext, clock: Clock) -> HostState {
         let limits =
             StoreLimitsBuilder::new().memory_size(memory_bytes as usize).instances(64).tables(64).memories(16).build();
-        HostState { wasi: None, table: ResourceTable::new(), limits: Limits { inner: limits, denied: false }, call, clock }
+        HostState {
+            wasi: None,
+            table: ResourceTable::new(),
+            limits: Limits { inner: limits, denied: false },
+            call,
+            clock,
+        }
     }
 }
 
@@ -255,7 +261,7 @@ impl wasmtime::component::HasData for HasTable {
 ///
 /// # Errors
 /// When wasmtime rejects a definition.
-pub fn add_wasi_without_grants(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+pub(crate) fn add_wasi_without_grants(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     use wasmtime_wasi::cli::{WasiCli, WasiCliView};
     use wasmtime_wasi::clocks::{WasiClocks, WasiClocksView};
     use wasmtime_wasi::p2::bindings::{cli, clocks, random, sync};
@@ -346,7 +352,7 @@ fn hints_to_wit(hints: pilotage_protocol::risk::RiskHints) -> types::RiskHints {
 }
 
 /// Protocol risk hints from WIT ones.
-pub fn hints_from_wit(hints: types::RiskHints) -> pilotage_protocol::risk::RiskHints {
+pub(crate) fn hints_from_wit(hints: types::RiskHints) -> pilotage_protocol::risk::RiskHints {
     pilotage_protocol::risk::RiskHints {
         read_only: hints.read_only,
         destructive: hints.destructive,
@@ -371,7 +377,7 @@ fn entry_to_wit(stored: &crate::catalog::StoredEntry) -> types::CatalogEntry {
 }
 
 /// A protocol diagnostic from a WIT one.
-pub fn diagnostic_from_wit(diagnostic: types::Diagnostic) -> pilotage_protocol::diagnostic::Diagnostic {
+pub(crate) fn diagnostic_from_wit(diagnostic: types::Diagnostic) -> pilotage_protocol::diagnostic::Diagnostic {
     use pilotage_protocol::diagnostic::{Locator, Severity, TextPosition, TextRange};
     let range = |r: types::TextRange| TextRange {
         start: TextPosition { line: r.start.line, column: r.start.column },
@@ -395,7 +401,7 @@ pub fn diagnostic_from_wit(diagnostic: types::Diagnostic) -> pilotage_protocol::
 
 /// A protocol plan step from a WIT one (risk hints as declared; the host
 /// recomputes the aggregate).
-pub fn plan_step_from_wit(step: run_types::PlanStep) -> pilotage_protocol::plan::PlanStep {
+pub(crate) fn plan_step_from_wit(step: run_types::PlanStep) -> pilotage_protocol::plan::PlanStep {
     pilotage_protocol::plan::PlanStep {
         id: step.id,
         calls: step.calls,
@@ -407,12 +413,12 @@ pub fn plan_step_from_wit(step: run_types::PlanStep) -> pilotage_protocol::plan:
 }
 
 /// A protocol outcome from a WIT one.
-pub fn outcome_from_wit(outcome: run_types::Outcome) -> pilotage_protocol::outcome::Outcome {
+pub(crate) fn outcome_from_wit(outcome: run_types::Outcome) -> pilotage_protocol::outcome::Outcome {
     pilotage_protocol::outcome::Outcome { ok: outcome.ok, status: outcome.status, error: outcome.error }
 }
 
 /// The platform's description of a Language from its `describe` result.
-pub fn description_from_wit(info: describe_types::LanguageInfo) -> LanguageDescription {
+pub(crate) fn description_from_wit(info: describe_types::LanguageInfo) -> LanguageDescription {
     use describe_types::{ExecutionMode, GuideLevel, LocatorDialect, SubprogramTracing, TraceCeiling};
     let status = |s: describe_types::StatusInfo| StatusInfo {
         status: s.status,

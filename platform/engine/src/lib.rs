@@ -22,8 +22,8 @@
 //! - [`clock`]: the one clock every reading of time goes through.
 //!
 //! Invariant: the engine knows nothing of HTTP, MCP or SQL. It reaches the
-//! world only through the traits a caller passes in ([`execution::Invoker`],
-//! [`execution::DataSource`]), and every call into a component is bounded:
+//! world only through the traits a caller passes in (`execution::Invoker`,
+//! `execution::DataSource`), and every call into a component is bounded:
 //! a trap ends the call, never the process.
 //!
 //! ```no_run
@@ -40,14 +40,18 @@ pub mod cache;
 pub mod catalog;
 pub mod clock;
 pub mod description;
+pub mod effects;
+mod error;
 pub mod execution;
 pub mod host;
+pub mod host_trace;
 pub mod installation;
 pub mod lint;
 mod runtime;
 pub mod validation;
 pub mod wit;
 
-pub use bounds::{Bounds, CallBounds, EPOCH_TICK};
+pub use bounds::{Bounds, CallBounds};
 pub use clock::Clock;
-pub use runtime::{CallCost, CallError, CallKind, Component, Engine, EngineError, Exports, KEEP_RESIDENT_BYTES};
+pub use error::{CallError, EngineError};
+pub use runtime::{CallCost, CallKind, Component, Engine, Exports};

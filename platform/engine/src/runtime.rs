@@ -29,96 +29,26 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::{ComponentExportIndex, HasSelf, Linker};
 use wasmtime::{Config, PoolingAllocationConfig, Store, Trap};
 
-use crate::description::LanguageDescription;
-use pilotage_telemetry::metrics::{BoundKind, CallLabel, GuaranteeKind, Metrics};
 use crate::bounds::{Bounds, CallBounds, EPOCH_TICK};
 use crate::clock::Clock;
+use crate::description::LanguageDescription;
+use crate::error::{CallError, EngineError};
 use crate::host::HostState;
+use pilotage_telemetry::metrics::{BoundKind, CallLabel, GuaranteeKind, Metrics};
 
 use crate::wit::pilotage::language::{describe_types, run_types, types};
 use crate::wit::{Language, LanguagePre};
-
-/// Occurs when the engine cannot be created or a component cannot be
-/// loaded.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum EngineError {
-    /// Occurs when wasmtime rejects the engine configuration.
-    #[error("cannot configure the wasm engine: {0}")]
-    Config(String),
-    /// Occurs when the bytes are not a valid WebAssembly component.
-    #[error("not a valid WebAssembly component: {0}")]
-    Compile(String),
-    /// Occurs when the component imports something the platform does not
-    /// grant (a filesystem, sockets, clocks, an unknown interface).
-    #[error("the component needs imports the platform does not grant: {0}")]
-    Imports(String),
-    /// Occurs when `describe` fails or returns something unusable.
-    #[error("the component's describe failed: {0}")]
-    Describe(String),
-    /// Occurs when the compiled-code cache cannot be read or written.
-    #[error("compiled-code cache: {0}")]
-    Cache(String),
-}
-
-/// Why one call into a component did not return normally.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum CallError {
-    /// Occurs when the call's wall-time budget ran out.
-    #[error("the wall-time bound of {0} ms was reached")]
-    Timeout(u64),
-    /// Occurs when the call's fuel ran out.
-    #[error("the step bound (fuel) was exhausted")]
-    Fuel,
-    /// Occurs when the component tried to grow its memory past the cap.
-    #[error("the memory bound of {0} bytes was reached")]
-    Memory(u64),
-    /// Occurs when the wasm stack overflowed (unbounded recursion).
-    #[error("the stack bound was reached (recursion too deep)")]
-    Stack,
-    /// Occurs when the component's result exceeds the result-size bound.
-    #[error("the result is {size} bytes, above the bound of {limit} bytes")]
-    ResultTooLarge {
-        /// Bytes returned.
-        size: u64,
-        /// The bound.
-        limit: u64,
-    },
-    /// Occurs when the component trapped (a panic, unreachable, a bad
-    /// memory access) for a reason that is not a bound.
-    #[error("the component trapped: {0}")]
-    Trap(String),
-    /// Occurs when the host itself failed to set up or run the call.
-    #[error("host failure: {0}")]
-    Host(String),
-}
-
-impl CallError {
-    /// Whether this failure is a resource bound being reached (as opposed
-    /// to a fault of the component or of the host).
-    pub fn is_bound(&self) -> bool {
-        matches!(
-            self,
-            CallError::Timeout(_)
-                | CallError::Fuel
-                | CallError::Memory(_)
-                | CallError::Stack
-                | CallError::ResultTooLarge { .. }
-        )
-    }
-}
 
 /// Bytes of each pooled linear memory kept resident between calls and
 /// reset in place (only the dirtied pages, where the kernel offers
 /// PAGEMAP_SCAN). Covers a Rust guest's 1 MiB stack, its data and a few
 /// MiB of heap; memory a call touches beyond this is released with
 /// `madvise`. At most `max_unused_warm_slots` (100) idle slots hold it.
-pub const KEEP_RESIDENT_BYTES: usize = 4 << 20;
+pub(crate) const KEEP_RESIDENT_BYTES: usize = 4 << 20;
 
 /// Bytes of each pooled table kept resident between calls (see
 /// [`KEEP_RESIDENT_BYTES`]).
-pub const KEEP_RESIDENT_TABLE_BYTES: usize = 64 << 10;
+pub(crate) const KEEP_RESIDENT_TABLE_BYTES: usize = 64 << 10;
 
 /// The platform's wasm engine. Cheap to clone.
 #[derive(Clone)]
@@ -319,12 +249,19 @@ impl Engine {
             loaded: Arc::new(Loaded { pre, exports, sha256, from_cache, description: placeholder_description() }),
         };
         let described = undescribed
-            .call(CallKind::Validation, crate::host::CallContext::describe(), |language, store| language.call_describe(store))
+            .call(CallKind::Validation, crate::host::CallContext::describe(), |language, store| {
+                language.call_describe(store)
+            })
             .map_err(|e| EngineError::Describe(e.to_string()))?;
         let Loaded { pre, exports, sha256, from_cache, .. } = Arc::into_inner(undescribed.loaded)
             .ok_or_else(|| EngineError::Describe("the component was shared before it was described".into()))?;
-        let loaded =
-            Arc::new(Loaded { pre, exports, sha256, from_cache, description: crate::host::description_from_wit(described) });
+        let loaded = Arc::new(Loaded {
+            pre,
+            exports,
+            sha256,
+            from_cache,
+            description: crate::host::description_from_wit(described),
+        });
         self.register(&loaded);
         Ok(Component { engine: self.clone(), loaded })
     }
@@ -333,8 +270,15 @@ impl Engine {
     /// limiter and the epoch deadline set; the result of setting its fuel
     /// beside it (fuel is always enabled, so that fails only on a host
     /// defect).
-    fn store(&self, call_bounds: &CallBounds, context: crate::host::CallContext) -> (Store<HostState>, wasmtime::Result<()>) {
-        let mut store = Store::new(&self.inner.wasmtime, HostState::new(self.inner.bounds.memory_bytes, context, self.inner.clock.clone()));
+    fn store(
+        &self,
+        call_bounds: &CallBounds,
+        context: crate::host::CallContext,
+    ) -> (Store<HostState>, wasmtime::Result<()>) {
+        let mut store = Store::new(
+            &self.inner.wasmtime,
+            HostState::new(self.inner.bounds.memory_bytes, context, self.inner.clock.clone()),
+        );
         store.limiter(|state| &mut state.limits);
         let fueled = store.set_fuel(call_bounds.fuel);
         store.set_epoch_deadline(call_bounds.epoch_ticks());
@@ -392,7 +336,7 @@ pub enum CallKind {
 
 /// A loaded Language component. Cheap to clone; calls may run
 /// concurrently, each in its own store. Every handle on the same bytes
-/// loaded on one engine shares one [`Loaded`] (see [`Engine::load`]).
+/// loaded on one engine shares one `Loaded` (see [`Engine::load`]).
 #[derive(Clone)]
 pub struct Component {
     engine: Engine,
@@ -599,7 +543,7 @@ impl Exports<'_> {
     ///
     /// # Errors
     /// As [`Exports::call_describe`].
-    pub fn call_bind_input(
+    pub(crate) fn call_bind_input(
         &self,
         store: &mut Store<HostState>,
         program: &str,
@@ -615,7 +559,7 @@ impl Exports<'_> {
     ///
     /// # Errors
     /// As [`Exports::call_describe`].
-    pub fn call_execute(
+    pub(crate) fn call_execute(
         &self,
         store: &mut Store<HostState>,
         request: &run_types::RunRequest,
@@ -631,7 +575,7 @@ impl Exports<'_> {
     /// # Errors
     /// As [`Exports::call_describe`]; also when the component does not
     /// export `deploy`.
-    pub fn call_deploy(
+    pub(crate) fn call_deploy(
         &self,
         store: &mut Store<HostState>,
         request: &run_types::RunRequest,

@@ -8,8 +8,9 @@
 use serde_json::Value;
 
 use crate::catalog::CatalogSnapshot;
+use crate::error::CallError;
 use crate::host::{CallContext, diagnostic_from_wit, plan_step_from_wit};
-use crate::runtime::{CallError, CallKind, Component};
+use crate::runtime::{CallKind, Component};
 use pilotage_protocol::diagnostic::{CONSTRAINT, CONTEXT_BINDING, Diagnostic, INPUT_BINDING, Locator, is_valid};
 use pilotage_protocol::plan::Plan;
 use pilotage_protocol::requests::ValidateResponse;
@@ -86,7 +87,7 @@ impl Program {
 
 /// Nesting depth of a JSON value (a scalar is depth 0), computed without
 /// recursion so a hostile program cannot overflow the host's stack.
-pub fn json_depth(value: &Value) -> usize {
+pub(crate) fn json_depth(value: &Value) -> usize {
     let mut deepest = 0;
     let mut stack = vec![(value, 0usize)];
     while let Some((value, depth)) = stack.pop() {

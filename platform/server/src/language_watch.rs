@@ -49,9 +49,9 @@ use std::time::{Duration, SystemTime};
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
-use pilotage_engine::{Component, Engine};
-use pilotage_engine::lint::{LintFinding, LintSeverity, has_errors, lint};
 use crate::tenancy::{LanguageSlot, Platform};
+use pilotage_engine::lint::{LintFinding, LintSeverity, has_errors, lint};
+use pilotage_engine::{Component, Engine};
 
 /// How often each file's length and modification time are read. A change
 /// is acted on once two consecutive polls agree (a build may write the file

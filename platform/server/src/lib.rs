@@ -9,16 +9,16 @@
 //! - [`tenancy`]: the [`tenancy::Platform`] and its tenants, and the one
 //!   place tenant state is loaded from the store;
 //! - [`operations`]: the six Pilotage operations and promotion for one
-//!   caller (Part II §6), knowing nothing of MCP; [`invocation`]: calling
+//!   caller (Part II §6), knowing nothing of MCP; `invocation`: calling
 //!   catalog entries over HTTP and promoted programs as sub-Runs;
 //! - [`datasource`]: PostgreSQL data sources of SQL Languages;
 //!   [`deploy`]: deployments (model, installation, publication, trigger
-//!   runtime); [`fleet`]: replicas on one PostgreSQL (announce, follow,
+//!   runtime); `fleet`: replicas on one PostgreSQL (announce, follow,
 //!   shared sessions);
 //! - [`auth`]: bearer tokens to principals; [`mcp`]: the MCP binding (the
-//!   only module that knows JSON-RPC and rmcp's handler); [`http`]: the
+//!   only module that knows JSON-RPC and rmcp's handler); `http`: the
 //!   HTTP edge (the only module that knows routes and listeners);
-//!   [`admin`]: the operator API; [`telemetry`]: the OTLP export and logs;
+//!   `admin`: the operator API; [`telemetry`]: the OTLP export and logs;
 //! - [`demo`]: the demo tenant and its capability service;
 //!   [`language_watch`]: Language files served and reloaded for a
 //!   Language author.
@@ -37,6 +37,7 @@
 //! # Ok(()) }
 //! ```
 #![deny(unsafe_code)]
+#![warn(unreachable_pub)]
 
 /// Installs the process-wide TLS crypto provider (ring) used by every
 /// HTTP client of the server. Idempotent; call before building a client.
@@ -44,14 +45,14 @@ pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-pub mod admin;
+mod admin;
 pub mod auth;
 pub mod datasource;
 pub mod demo;
 pub mod deploy;
-pub mod fleet;
-pub mod http;
-pub mod invocation;
+mod fleet;
+mod http;
+mod invocation;
 pub mod language_watch;
 pub mod mcp;
 pub mod operations;

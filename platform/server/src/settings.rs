@@ -422,11 +422,23 @@ pub struct Flag {
     pub help: &'static str,
 }
 
-const fn flag(name: &'static str, env: &'static str, path: &'static str, value: &'static str, help: &'static str) -> Flag {
+const fn flag(
+    name: &'static str,
+    env: &'static str,
+    path: &'static str,
+    value: &'static str,
+    help: &'static str,
+) -> Flag {
     Flag { name, env, path, many: false, value, help }
 }
 
-const fn flags(name: &'static str, env: &'static str, path: &'static str, value: &'static str, help: &'static str) -> Flag {
+const fn flags(
+    name: &'static str,
+    env: &'static str,
+    path: &'static str,
+    value: &'static str,
+    help: &'static str,
+) -> Flag {
     Flag { name, env, path, many: true, value, help }
 }
 
@@ -452,9 +464,27 @@ pub const FLAGS: &[Flag] = &[
         "Where the demo creates its sales database for sql/postgres-15 (postgres://…), or \"off\"",
     ),
     flag("public-url", "PILOTAGE_PUBLIC_URL", "public_url", "URL", "The externally visible base URL"),
-    flags("allowed-host", "PILOTAGE_ALLOWED_HOSTS", "allowed_hosts", "HOST", "Accepted Host header values (repeatable)"),
-    flags("allowed-origin", "PILOTAGE_ALLOWED_ORIGINS", "allowed_origins", "ORIGIN", "Accepted browser origins (repeatable)"),
-    flag("retention", "PILOTAGE_RETENTION", "retention", "RETENTION", "Run retention: none, session, or an ISO 8601 duration"),
+    flags(
+        "allowed-host",
+        "PILOTAGE_ALLOWED_HOSTS",
+        "allowed_hosts",
+        "HOST",
+        "Accepted Host header values (repeatable)",
+    ),
+    flags(
+        "allowed-origin",
+        "PILOTAGE_ALLOWED_ORIGINS",
+        "allowed_origins",
+        "ORIGIN",
+        "Accepted browser origins (repeatable)",
+    ),
+    flag(
+        "retention",
+        "PILOTAGE_RETENTION",
+        "retention",
+        "RETENTION",
+        "Run retention: none, session, or an ISO 8601 duration",
+    ),
     flag("max-body-bytes", "PILOTAGE_MAX_BODY_BYTES", "max_body_bytes", "BYTES", "Largest request body, bytes"),
     flag(
         "request-timeout-ms",
@@ -494,7 +524,13 @@ pub const FLAGS: &[Flag] = &[
         "MS",
         "Wall time per execution, milliseconds",
     ),
-    flag("memory-bytes", "PILOTAGE_MEMORY_BYTES", "bounds.memory_bytes", "BYTES", "Memory per component instance, bytes"),
+    flag(
+        "memory-bytes",
+        "PILOTAGE_MEMORY_BYTES",
+        "bounds.memory_bytes",
+        "BYTES",
+        "Memory per component instance, bytes",
+    ),
     flag(
         "idempotency-lease-ms",
         "PILOTAGE_IDEMPOTENCY_LEASE_MS",
@@ -510,7 +546,13 @@ pub const FLAGS: &[Flag] = &[
         "How often a live process renews its claims' leases, milliseconds",
     ),
     flag("auth", "PILOTAGE_AUTH", "auth.mode", "MODE", "Agent authentication: dev (loopback only; the default) or jwt"),
-    flag("tenant-claim", "PILOTAGE_TENANT_CLAIM", "auth.tenant_claim", "CLAIM", "The token claim naming the caller's tenant"),
+    flag(
+        "tenant-claim",
+        "PILOTAGE_TENANT_CLAIM",
+        "auth.tenant_claim",
+        "CLAIM",
+        "The token claim naming the caller's tenant",
+    ),
     flag("admin-token", "PILOTAGE_ADMIN_TOKEN", "admin_token", "TOKEN", "The operator token of the admin API"),
     flags(
         "language",
@@ -553,7 +595,13 @@ pub const ISSUER_FLAGS: [Flag; 2] = [
         "URL",
         "A trusted token issuer (repeatable; pair each with --jwt-jwks-url)",
     ),
-    flags("jwt-jwks-url", "PILOTAGE_JWT_JWKS_URLS", "auth.issuers", "URL", "The JWKS URL of each --jwt-issuer, in the same order"),
+    flags(
+        "jwt-jwks-url",
+        "PILOTAGE_JWT_JWKS_URLS",
+        "auth.issuers",
+        "URL",
+        "The JWKS URL of each --jwt-issuer, in the same order",
+    ),
 ];
 
 /// A value given to a setting by a flag or an environment variable.
@@ -605,10 +653,8 @@ impl Settings {
     /// # Errors
     /// [`ConfigError::Flag`] naming the flag whose value does not fit.
     pub fn with_overrides(&self, overrides: &[(&Flag, Override)]) -> Result<Settings, ConfigError> {
-        let mut tree = serde_json::to_value(self).map_err(|error| ConfigError::Flag {
-            flag: "settings".into(),
-            message: error.to_string(),
-        })?;
+        let mut tree = serde_json::to_value(self)
+            .map_err(|error| ConfigError::Flag { flag: "settings".into(), message: error.to_string() })?;
         for (flag, value) in overrides {
             let named = || format!("--{} ({})", flag.name, flag.env);
             let slot = flag
@@ -620,9 +666,11 @@ impl Settings {
                 Override::Json(value) => value.clone(),
                 Override::Many(values) => Value::Array(values.iter().cloned().map(Value::String).collect()),
                 Override::One(text) => match slot {
-                    Value::Number(_) => serde_json::from_str::<serde_json::Number>(text.trim())
-                        .map(Value::Number)
-                        .map_err(|_| ConfigError::Flag { flag: named(), message: format!("'{text}' is not a number") })?,
+                    Value::Number(_) => {
+                        serde_json::from_str::<serde_json::Number>(text.trim()).map(Value::Number).map_err(|_| {
+                            ConfigError::Flag { flag: named(), message: format!("'{text}' is not a number") }
+                        })?
+                    }
                     Value::Bool(_) => match text.trim() {
                         "true" => Value::Bool(true),
                         "false" => Value::Bool(false),
@@ -640,7 +688,8 @@ impl Settings {
             serde_json::from_value::<Settings>(tree.clone())
                 .map_err(|error| ConfigError::Flag { flag: named(), message: error.to_string() })?;
         }
-        serde_json::from_value(tree).map_err(|error| ConfigError::Flag { flag: "settings".into(), message: error.to_string() })
+        serde_json::from_value(tree)
+            .map_err(|error| ConfigError::Flag { flag: "settings".into(), message: error.to_string() })
     }
 }
 

@@ -231,7 +231,8 @@ async fn open_store(settings: &Settings, engine: &Engine) -> Result<(Store, i64)
 /// [`StartError`] naming what failed.
 pub async fn start(settings: Settings, bundled: Bundled) -> Result<Server, StartError> {
     settings.check()?;
-    std::fs::create_dir_all(&settings.data_dir).map_err(io(format!("cannot create {}", settings.data_dir.display())))?;
+    std::fs::create_dir_all(&settings.data_dir)
+        .map_err(io(format!("cannot create {}", settings.data_dir.display())))?;
     let engine = Engine::new(settings.bounds.clone(), Some(settings.data_dir.join("compiled")))?;
     // Metrics are recorded only when something can read them.
     engine.metrics().set_enabled(settings.metrics_listen.is_some() || settings.metrics_token.is_some());
@@ -399,9 +400,13 @@ async fn serve(
         let router = crate::http::metrics::router(endpoint);
         let token = shutdown.clone();
         tasks.push(tokio::spawn(async move {
-            let serving = crate::http::connections::serve(metrics_listener, router, limits, async move {
-                token.cancelled().await
-            });
+            let serving =
+                crate::http::connections::serve(
+                    metrics_listener,
+                    router,
+                    limits,
+                    async move { token.cancelled().await },
+                );
             if let Err(error) = serving.await {
                 tracing::error!(%error, "the metrics listener stopped");
             }

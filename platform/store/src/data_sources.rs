@@ -13,7 +13,7 @@ pub struct DataSourceRow {
     pub tenant: String,
     /// The tenant's name for it.
     pub name: String,
-    /// Its [`DataSourceSpec`](crate::datasource::attached::DataSourceSpec)
+    /// Its `DataSourceSpec`
     /// as JSON, without the URL.
     pub spec: String,
     /// The nonce of the sealed URL.

@@ -6,7 +6,8 @@
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use crate::store::{Backend, Store, StoreError};
+use crate::backend::Backend;
+use crate::store::{Store, StoreError};
 
 /// The channel `NOTIFY` wakes followers on; its payload is empty (the log
 /// says what changed).
@@ -104,15 +105,6 @@ impl Store {
     pub async fn changes_head(&self) -> Result<i64, StoreError> {
         let row = sqlx::query("SELECT COALESCE(MAX(seq), 0) AS head FROM tenant_changes").fetch_one(&self.pool).await?;
         Ok(row.try_get("head")?)
-    }
-
-    /// The first position still in the log, when any.
-    ///
-    /// # Errors
-    /// [`StoreError`] when the read fails.
-    pub async fn changes_oldest(&self) -> Result<Option<i64>, StoreError> {
-        let row = sqlx::query("SELECT MIN(seq) AS oldest FROM tenant_changes").fetch_one(&self.pool).await?;
-        Ok(row.try_get("oldest")?)
     }
 
     /// Changes after position `after`, and every change made at or after

@@ -89,11 +89,11 @@ impl Store {
     pub async fn languages(&self, scope: Scope<'_>, served_only: bool) -> Result<Vec<LanguageRow>, StoreError> {
         let rows = scope
             .query(
-            "SELECT tenant, name, sha256, lint, active, uploaded_by, created_at FROM languages \
+                "SELECT tenant, name, sha256, lint, active, uploaded_by, created_at FROM languages \
              {where} ORDER BY tenant, name, created_at",
-            "tenant",
-            served_only.then_some("active <> 0"),
-        )
+                "tenant",
+                served_only.then_some("active <> 0"),
+            )
             .fetch_all(&self.pool)
             .await?;
         rows.iter().map(language_row).collect()

@@ -31,6 +31,7 @@
 #![deny(unsafe_code)]
 
 pub mod audit;
+mod backend;
 pub mod catalog;
 pub mod data_sources;
 pub mod deployments;
@@ -46,6 +47,7 @@ mod store;
 pub mod tenants;
 
 pub use audit::AuditRow;
+pub use backend::Backend;
 pub use data_sources::DataSourceRow;
 pub use deployments::{DeploymentRow, FiringRow};
 pub use fleet::{CHANGES_CHANNEL, ChangeRow, SessionRow};
@@ -53,5 +55,5 @@ pub use idempotency::{Claim, HeldClaim, NewClaim};
 pub use languages::LanguageRow;
 pub use promoted::PromotedRow;
 pub use runs::RunRow;
-pub use store::{Backend, Scope, Store, StoreError};
+pub use store::{Scope, Store, StoreError};
 pub use tenants::TenantRow;

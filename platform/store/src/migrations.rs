@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use sqlx::SqlStr;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 
-use crate::store::Backend;
+use crate::backend::Backend;
 
 /// The migrations in order, each as (version, description, file stem): a
 /// file `migrations/<backend>/<stem>.sql` exists for both backends and is

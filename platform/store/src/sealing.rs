@@ -10,7 +10,7 @@ use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{ChaCha20Poly1305, Key, Nonce};
 
 /// The environment variable holding the key.
-pub const KEY_VARIABLE: &str = "PILOTAGE_SECRET_KEY";
+pub(crate) const KEY_VARIABLE: &str = "PILOTAGE_SECRET_KEY";
 
 /// Encrypts and decrypts secrets.
 #[derive(Clone)]

@@ -11,16 +11,8 @@ use sqlx::any::AnyPoolOptions;
 
 use pilotage_telemetry::metrics::{Metrics, StoreOperation};
 
+use crate::backend::Backend;
 use crate::migrations::migrator;
-
-/// Which database a store talks to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Backend {
-    /// An SQLite file.
-    Sqlite,
-    /// A PostgreSQL server.
-    Postgres,
-}
 
 /// Occurs when the database cannot be reached or a statement fails.
 #[derive(Debug, thiserror::Error)]

@@ -11,8 +11,8 @@
 //! fixed list, anything else is `other`), tool names and Language names
 //! (what the deployment's tenants install), entry kinds (the Languages'
 //! declared kinds), run statuses (each Language's closed set). Each of the
-//! open-ended ones holds at most [`MAX_LABEL_VALUES`] distinct values per
-//! process; later ones are counted under [`OVERFLOW_LABEL`]. No metric is
+//! open-ended ones holds at most `MAX_LABEL_VALUES` distinct values per
+//! process; later ones are counted under `OVERFLOW_LABEL`. No metric is
 //! labelled by tenant, subject, session or run.
 //!
 //! Deployments (Part II §6.5.7, `deploy`): firings by trigger kind
@@ -32,10 +32,10 @@ use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterV
 /// [`OVERFLOW_LABEL`]. Rationale: a deployment's tools and Languages are
 /// few, and a runaway set of names must not grow the exposition without
 /// bound.
-pub const MAX_LABEL_VALUES: usize = 256;
+pub(crate) const MAX_LABEL_VALUES: usize = 256;
 
 /// The label value of everything past [`MAX_LABEL_VALUES`].
-pub const OVERFLOW_LABEL: &str = "_other";
+pub(crate) const OVERFLOW_LABEL: &str = "_other";
 
 /// The label value of a tool name the caller's tenant does not serve (a
 /// `tools/call` refused as unknown): never the name itself, which the
@@ -44,7 +44,7 @@ pub const UNKNOWN_TOOL_LABEL: &str = "_unknown";
 
 /// The MCP methods counted under their own name (`method` label); any
 /// other method is `other`.
-pub const MCP_METHODS: &[&str] = &[
+pub(crate) const MCP_METHODS: &[&str] = &[
     "initialize",
     "ping",
     "server/discover",
@@ -624,12 +624,12 @@ impl Metrics {
     }
 
     /// Whether events are recorded.
-    pub fn is_enabled(&self) -> bool {
+    pub(crate) fn is_enabled(&self) -> bool {
         self.inner.enabled.load(Ordering::Relaxed)
     }
 
     /// The method label of an MCP method name: itself when it is one of
-    /// [`MCP_METHODS`], else `other`.
+    /// `MCP_METHODS`, else `other`.
     pub fn method_label(method: &str) -> &'static str {
         MCP_METHODS.iter().find(|&&known| known == method).copied().unwrap_or("other")
     }

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use pilotage_engine::catalog::CatalogSnapshot;
-use pilotage_engine::execution::Invoker;
+use pilotage_engine::effects::{InvokeError, Invoker};
 use pilotage_engine::{Bounds, CallBounds, Component, Engine};
 use pilotage_protocol::catalog::CatalogEntry;
 use pilotage_server::settings::Settings;
@@ -200,7 +200,6 @@ pub fn workflow() -> &'static Component {
     COMPONENT.get_or_init(|| engine().load(pilotage_bundled::WORKFLOW).expect("workflow loads"))
 }
 
-
 /// The demo catalog's entries.
 pub fn demo_entries() -> Vec<CatalogEntry> {
     let file: Value = serde_json::from_str(pilotage_server::demo::tenant::DEMO_CATALOG).expect("demo catalog is JSON");
@@ -222,9 +221,9 @@ pub struct FnInvoker<F>(pub F);
 
 impl<F> Invoker for FnInvoker<F>
 where
-    F: Fn(&CatalogEntry, &Value) -> Result<Value, String> + Send + Sync,
+    F: Fn(&CatalogEntry, &Value) -> Result<Value, InvokeError> + Send + Sync,
 {
-    fn invoke(&self, entry: &CatalogEntry, input: &Value) -> Result<Value, String> {
+    fn invoke(&self, entry: &CatalogEntry, input: &Value) -> Result<Value, InvokeError> {
         (self.0)(entry, input)
     }
 }
@@ -291,15 +290,41 @@ pub fn repository() -> PathBuf {
 /// install's or a build's progress and errors belong in the test's log).
 ///
 /// # Errors
-/// A message when the program cannot start or exits unsuccessfully.
-pub fn run(program: &str, args: &[&str]) -> Result<(), String> {
+/// [`RunError`] when the program cannot start or exits unsuccessfully.
+pub fn run(program: &str, args: &[&str]) -> Result<(), RunError> {
     let status = std::process::Command::new(program)
         .args(args)
         .current_dir(repository())
         .stdin(std::process::Stdio::null())
         .status()
-        .map_err(|error| format!("{program} cannot be started: {error}"))?;
-    if status.success() { Ok(()) } else { Err(format!("{program} {} exited with {status}", args.join(" "))) }
+        .map_err(|source| RunError::Start { program: program.to_owned(), source })?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(RunError::Exit { command: format!("{program} {}", args.join(" ")), status })
+    }
+}
+
+/// Occurs when a program the tests run does not succeed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// Occurs when the program cannot be started (not installed).
+    #[error("{program} cannot be started: {source}")]
+    Start {
+        /// The program.
+        program: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Occurs when the program exits unsuccessfully.
+    #[error("{command} exited with {status}")]
+    Exit {
+        /// The command line.
+        command: String,
+        /// How it ended.
+        status: std::process::ExitStatus,
+    },
 }
 
 /// The Python of a virtual environment at `venv` (relative to the

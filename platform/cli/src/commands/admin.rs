@@ -244,7 +244,12 @@ impl AdminClient {
     }
 }
 
-pub(crate) async fn publish(server: &str, token: Option<&str>, tenant: &str, component: &std::path::Path) -> Result<ExitCode> {
+pub(crate) async fn publish(
+    server: &str,
+    token: Option<&str>,
+    tenant: &str,
+    component: &std::path::Path,
+) -> Result<ExitCode> {
     let bytes = std::fs::read(component).with_context(|| format!("cannot read {}", component.display()))?;
     let client = AdminClient::new(server, token);
     eprint!("uploading {} ({} KiB) to tenant {tenant}… ", component.display(), bytes.len() / 1024);

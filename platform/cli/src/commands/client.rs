@@ -162,7 +162,7 @@ pub(crate) async fn client(args: ClientArgs) -> Result<ExitCode> {
                 None => None,
             };
             let approver: Box<dyn Approver> = match &program_args.approve {
-                Some(policy) => Box::new(Policy::parse(policy).map_err(anyhow::Error::msg)?),
+                Some(policy) => Box::new(Policy::parse(policy)?),
                 None if std::io::stdin().is_terminal() => Box::new(Interactive),
                 None => Box::new(Refuse),
             };

@@ -21,7 +21,7 @@ pub(crate) struct ConformanceArgs {
     /// The binding file (see tests/conformance/workflow.json).
     #[arg(long)]
     binding: PathBuf,
-    /// conformance-vectors.json (default: PILOTAGE_SPEC_DIR or ../shared/spec).
+    /// conformance-vectors.json (default: in PILOTAGE_SPEC_DIR, else ../shared/spec).
     #[arg(long)]
     vectors: Option<PathBuf>,
     /// pilotage.schema.json (default: beside the vectors).
@@ -45,11 +45,7 @@ pub(crate) fn spec_file(explicit: Option<&PathBuf>, name: &str, beside: Option<&
             return Ok(candidate);
         }
     }
-    let dirs = [
-        std::env::var("PILOTAGE_SPEC_DIR").ok().map(PathBuf::from),
-        Some(PathBuf::from("../shared/spec")),
-        Some(PathBuf::from("/work/shared/spec")),
-    ];
+    let dirs = [std::env::var("PILOTAGE_SPEC_DIR").ok().map(PathBuf::from), Some(PathBuf::from("../shared/spec"))];
     dirs.into_iter()
         .flatten()
         .map(|dir| dir.join(name))
@@ -63,6 +59,8 @@ pub(crate) async fn conformance(args: ConformanceArgs) -> Result<ExitCode> {
     let schema_path = spec_file(args.schema.as_ref(), "pilotage.schema.json", Some(&vectors_path))?;
     let vectors: VectorFile = serde_json::from_str(&std::fs::read_to_string(&vectors_path)?)?;
     let schema: Value = serde_json::from_str(&std::fs::read_to_string(&schema_path)?)?;
+    // `msg` keeps these errors (here and for the runner below) to one line:
+    // `main` prints `{:#}`, which would repeat sources their texts include.
     let mut binding = Binding::from_file(&args.binding).map_err(anyhow::Error::msg)?;
     binding.language = args.language.clone();
     let connection = pilotage_client::Connection::open(&args.endpoint, args.token.as_deref()).await?;

@@ -10,7 +10,8 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use pilotage_engine::catalog::CatalogSnapshot;
 use pilotage_engine::description::ProgramKind;
-use pilotage_engine::execution::{self, ExecutionRequest, Invoker};
+use pilotage_engine::effects::{InvokeError, Invoker};
+use pilotage_engine::execution::{self, ExecutionRequest};
 use pilotage_engine::lint::{has_errors, lint};
 use pilotage_engine::validation::{self, Program};
 use pilotage_engine::{Bounds, Engine};
@@ -97,11 +98,10 @@ pub(crate) struct ExampleInvoker {
 }
 
 impl Invoker for ExampleInvoker {
-    fn invoke(&self, entry: &CatalogEntry, _input: &Value) -> Result<Value, String> {
-        self.examples
-            .get(&entry.id)
-            .cloned()
-            .ok_or_else(|| format!("the catalog file gives no example_output for '{}'", entry.id))
+    fn invoke(&self, entry: &CatalogEntry, _input: &Value) -> Result<Value, InvokeError> {
+        self.examples.get(&entry.id).cloned().ok_or_else(|| {
+            InvokeError::Unavailable(format!("the catalog file gives no example_output for '{}'", entry.id))
+        })
     }
 }
 

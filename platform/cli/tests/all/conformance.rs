@@ -16,7 +16,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use pilotage_client::Connection;
 use pilotage_client::conformance::binding::Binding;
-use pilotage_client::conformance::{Operator, OperatorFuture, Runner, VectorFile, VectorResult, Verdict, summary};
+use pilotage_client::conformance::{
+    Operator, OperatorError, OperatorFuture, Runner, VectorFile, VectorResult, Verdict, summary,
+};
 use pilotage_server::datasource::attached::{AttachedSource, DataSourceSpec};
 use pilotage_server::datasource::postgres::quote_identifier;
 use pilotage_server::start::Server;
@@ -28,7 +30,7 @@ use crate::endpoint::{Backend, postgres_url, server, settings, unique};
 use crate::support::{schema_document, spec_dir};
 
 /// Stores a Run of another subject of `tenant` (PIL-TRACE-FETCH-INDISTINGUISHABLE-B).
-pub async fn insert_foreign_run(server: &Server, tenant: &str, language: &str) -> Result<String, String> {
+pub async fn insert_foreign_run(server: &Server, tenant: &str, language: &str) -> Result<String, OperatorError> {
     let run_id = format!("run_{}", unique("foreign"));
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
     let record = json!({"run_id": run_id, "outcome": {"ok": true, "status": "success", "error": null},
@@ -48,8 +50,13 @@ pub async fn insert_foreign_run(server: &Server, tenant: &str, language: &str) -
             expires_at: Some(now + 3_600_000),
         })
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| OperatorError::Failed(e.into()))?;
     Ok(run_id)
+}
+
+/// An operator's [`OperatorError::NotFound`], saying `what`.
+fn not_found(what: &str) -> OperatorError {
+    OperatorError::NotFound { what: what.to_owned() }
 }
 
 /// workflow/v1's operator: catalog edits on the demo tenant, foreign Runs,
@@ -62,9 +69,10 @@ struct InProcess<'s> {
 impl Operator for InProcess<'_> {
     fn change_description<'a>(&'a self, _language: &'a str, id: &'a str) -> OperatorFuture<'a, ()> {
         Box::pin(async move {
-            let tenant = self.server.platform.tenant("demo").ok_or("no demo tenant")?;
-            let mut stored =
-                tenant.with_catalog(|c| c.stored(id).map(|s| s.as_ref().clone())).ok_or("no such entry")?;
+            let tenant = self.server.platform.tenant("demo").ok_or_else(|| not_found("no demo tenant"))?;
+            let mut stored = tenant
+                .with_catalog(|c| c.stored(id).map(|s| s.as_ref().clone()))
+                .ok_or_else(|| not_found("no such entry"))?;
             let n = self.edits.fetch_add(1, Ordering::SeqCst);
             stored.entry.description = Some(format!("{} (edit {n})", stored.entry.description.unwrap_or_default()));
             tenant.put_entries(vec![stored]);
@@ -74,9 +82,10 @@ impl Operator for InProcess<'_> {
 
     fn change_load_bearing<'a>(&'a self, _language: &'a str, id: &'a str) -> OperatorFuture<'a, ()> {
         Box::pin(async move {
-            let tenant = self.server.platform.tenant("demo").ok_or("no demo tenant")?;
-            let mut stored =
-                tenant.with_catalog(|c| c.stored(id).map(|s| s.as_ref().clone())).ok_or("no such entry")?;
+            let tenant = self.server.platform.tenant("demo").ok_or_else(|| not_found("no demo tenant"))?;
+            let mut stored = tenant
+                .with_catalog(|c| c.stored(id).map(|s| s.as_ref().clone()))
+                .ok_or_else(|| not_found("no such entry"))?;
             let n = self.edits.fetch_add(1, Ordering::SeqCst);
             if let Some(schema) = stored.entry.input_schema.as_mut() {
                 schema["properties"][format!("added_{n}")] = json!({"type": "string"});
@@ -237,8 +246,14 @@ impl<'s> SqlWorld<'s> {
         }))
         .expect("the data source spec");
         let source = Arc::new(
-            AttachedSource::new("conformance", spec, url.as_str(), server.platform.runtime().clone(), server.platform.clock().clone())
-                .expect("the data source"),
+            AttachedSource::new(
+                "conformance",
+                spec,
+                url.as_str(),
+                server.platform.runtime().clone(),
+                server.platform.clock().clone(),
+            )
+            .expect("the data source"),
         );
         tenant.attach_data_source(source.clone());
         source.refresh(tenant.catalog()).await.expect("the scratch catalog is introspected");
@@ -256,7 +271,7 @@ impl Operator for SqlWorld<'_> {
     /// refresh: the path a database change takes in production.
     fn change_description<'a>(&'a self, _language: &'a str, id: &'a str) -> OperatorFuture<'a, ()> {
         Box::pin(async move {
-            let (schema, relation) = id.split_once('.').ok_or("not a schema.relation id")?;
+            let (schema, relation) = id.split_once('.').ok_or_else(|| not_found("not a schema.relation id"))?;
             let n = self.edits.fetch_add(1, Ordering::SeqCst);
             let statement = format!(
                 "COMMENT ON TABLE {}.{} IS 'edited by {} ({n})'",
@@ -264,9 +279,17 @@ impl Operator for SqlWorld<'_> {
                 quote_identifier(relation),
                 self.run
             );
-            sqlx::query(sqlx::AssertSqlSafe(statement)).execute(&self.admin).await.map_err(|e| e.to_string())?;
-            let report = self.source.refresh(self.tenant.catalog()).await.map_err(|e| e.to_string())?;
-            if report.modified.iter().any(|m| m == id) { Ok(()) } else { Err(format!("the refresh did not see {id}")) }
+            sqlx::query(sqlx::AssertSqlSafe(statement))
+                .execute(&self.admin)
+                .await
+                .map_err(|e| OperatorError::Failed(e.into()))?;
+            let report =
+                self.source.refresh(self.tenant.catalog()).await.map_err(|e| OperatorError::Failed(e.into()))?;
+            if report.modified.iter().any(|m| m == id) {
+                Ok(())
+            } else {
+                Err(OperatorError::NotObserved { what: format!("the refresh did not see {id}") })
+            }
         })
     }
 
@@ -274,8 +297,10 @@ impl Operator for SqlWorld<'_> {
     /// (altering the shared table would move other tests' catalogs).
     fn change_load_bearing<'a>(&'a self, _language: &'a str, id: &'a str) -> OperatorFuture<'a, ()> {
         Box::pin(async move {
-            let mut stored =
-                self.tenant.with_catalog(|c| c.stored(id).map(|s| s.as_ref().clone())).ok_or("no such entry")?;
+            let mut stored = self
+                .tenant
+                .with_catalog(|c| c.stored(id).map(|s| s.as_ref().clone()))
+                .ok_or_else(|| not_found("no such entry"))?;
             let n = self.edits.fetch_add(1, Ordering::SeqCst);
             if let Some(schema) = stored.entry.output_schema.as_mut() {
                 schema["properties"][format!("added_{n}")] = json!({"type": "string"});
@@ -312,7 +337,7 @@ pub fn vectors() -> VectorFile {
 }
 
 pub fn binding(name: &str) -> Binding {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/conformance").join(name);
+    let path = crate::support::repository().join("tests/conformance").join(name);
     Binding::from_file(&path).expect("the binding parses")
 }
 

@@ -2,8 +2,8 @@
 //! HTTP (Part IV §4.3): an rmcp client for the protocol, raw HTTP for the
 //! carrier-level cases.
 
-pub use pilotage_test_support::{Backend, postgres_schema, postgres_url, server, settings, unique};
 use pilotage_protocol::EXTENSION_ID;
+pub use pilotage_test_support::{Backend, postgres_schema, postgres_url, server, settings, unique};
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ExtensionCapabilities, Implementation,
     JsonObject,

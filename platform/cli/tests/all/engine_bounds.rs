@@ -5,11 +5,11 @@
 use std::sync::{Arc, OnceLock};
 
 use pilotage_engine::catalog::CatalogSnapshot;
-use pilotage_engine::{Bounds, CallBounds, CallError, CallKind, Component, Engine};
 use pilotage_engine::description::ProgramKind;
 use pilotage_engine::execution::{self, Execution, ExecutionRequest};
 use pilotage_engine::lint::{has_errors, lint};
 use pilotage_engine::validation::{self, Program, ValidationFailure};
+use pilotage_engine::{Bounds, CallBounds, CallError, CallKind, Component, Engine};
 use pilotage_protocol::catalog::CatalogEntry;
 use pilotage_protocol::diagnostic::CONSTRAINT;
 use pilotage_protocol::risk::RiskHints;
@@ -216,11 +216,9 @@ fn a_wall_time_bound_stops_a_spin_near_its_deadline() {
     let component = engine.load(HOSTILE).unwrap();
     let started = std::time::Instant::now();
     let error = component
-        .call(
-            CallKind::Validation,
-            pilotage_engine::host::CallContext::validation(catalog()),
-            |language, store| language.call_validate(store, "validate:spin", None),
-        )
+        .call(CallKind::Validation, pilotage_engine::host::CallContext::validation(catalog()), |language, store| {
+            language.call_validate(store, "validate:spin", None)
+        })
         .unwrap_err();
     let elapsed = started.elapsed();
     assert_eq!(error, CallError::Timeout(300));

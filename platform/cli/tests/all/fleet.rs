@@ -20,8 +20,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use pilotage_client::conformance::{Operator, OperatorError, OperatorFuture, Runner};
 use pilotage_client::{Connection, Reply};
-use pilotage_client::conformance::{Operator, OperatorFuture, Runner};
 use pilotage_server::start::Server;
 use serde_json::{Value, json};
 
@@ -257,15 +257,19 @@ struct FleetOperator<'f> {
 }
 
 impl FleetOperator<'_> {
-    async fn edit(&self, id: &str, change: impl FnOnce(&mut Value, u64)) -> Result<(), String> {
-        let mut entry = admin_entry(&self.fleet.replicas[0], id).ok_or("no such entry")?;
+    async fn edit(&self, id: &str, change: impl FnOnce(&mut Value, u64)) -> Result<(), OperatorError> {
+        let mut entry = admin_entry(&self.fleet.replicas[0], id)
+            .ok_or_else(|| OperatorError::NotFound { what: "no such entry".to_owned() })?;
         change(&mut entry, self.edits.fetch_add(1, Ordering::SeqCst));
         let started = Instant::now();
-        put_entry(self.fleet, 0, &entry).await?;
+        put_entry(self.fleet, 0, &entry).await.map_err(|e| OperatorError::Failed(e.into()))?;
         // The operator's edit is done when every replica serves it (the
         // one-second bound is the propagation test's; here a loaded machine
         // may take longer without the vectors being wrong).
-        until_everywhere(self.fleet, &entry, started, OPERATOR_WAIT).await.map(|_| ())
+        until_everywhere(self.fleet, &entry, started, OPERATOR_WAIT)
+            .await
+            .map(|_| ())
+            .map_err(|what| OperatorError::NotObserved { what })
     }
 }
 

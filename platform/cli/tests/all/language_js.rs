@@ -19,10 +19,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::SystemTime;
 
-use pilotage_engine::catalog::{CatalogSnapshot, TenantCatalog};
 use pilotage_client::conformance::binding::{Binding, MemberCases, Sample};
 use pilotage_engine::Component;
-use pilotage_engine::execution::{self, Execution, ExecutionRequest, Invoker};
+use pilotage_engine::catalog::{CatalogSnapshot, TenantCatalog};
+use pilotage_engine::effects::Invoker;
+use pilotage_engine::execution::{self, Execution, ExecutionRequest};
 use pilotage_engine::lint::lint;
 use pilotage_engine::validation::{self, Program};
 use pilotage_protocol::catalog::CatalogEntry;
@@ -126,7 +127,7 @@ fn invoker() -> Arc<dyn Invoker> {
             Ok(json!({"id": "42", "name": "Amira Hassan", "email": "amira.hassan@example.com", "tier": "gold"}))
         }
         "cap_read_user_profile" | "cap_list_orders" if input["user_id"] != "42" => {
-            Err("HTTP 404: no such user".to_owned())
+            Err(pilotage_engine::effects::InvokeError::Failed("HTTP 404: no such user".to_owned()))
         }
         "cap_list_orders" => Ok(json!({"orders": [{"id": "o-1003", "total": 410.0, "status": "pending"}]})),
         "cap_wait" => Ok(json!({"waited_ms": input["ms"]})),

@@ -11,9 +11,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use pilotage_server::settings::{ConfigError, Settings};
 use pilotage_engine::lint::{LintSeverity, lint};
 use pilotage_server::language_watch::{LanguageFileError, LanguageFileStatus};
+use pilotage_server::settings::{ConfigError, Settings};
 use pilotage_server::start::{Server, StartError, start};
 use rmcp::RoleClient;
 use rmcp::service::RunningService;

@@ -17,6 +17,7 @@ mod interop;
 mod language_authoring;
 mod language_js;
 mod language_loop;
+mod layout;
 mod main_job;
 mod mcp_server;
 mod protocol_schema;

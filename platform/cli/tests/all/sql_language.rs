@@ -12,21 +12,22 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use pilotage_engine::catalog::CatalogSnapshot;
-use pilotage_server::datasource::attached::{AttachedSource, DataSourceSpec};
-use pilotage_server::datasource::demo::ensure_demo_database;
-use pilotage_server::datasource::{PostgresConfig, PostgresDataSource};
 use pilotage_engine::bounds::{Bounds, CallBounds};
-use pilotage_engine::host::{CommitError, SqlResult};
-use pilotage_engine::{Component, Engine};
+use pilotage_engine::catalog::CatalogSnapshot;
 use pilotage_engine::description::ProgramKind;
-use pilotage_engine::execution::{self, DataSource, Execution, ExecutionRequest, SqlSession};
+use pilotage_engine::effects::{DataSource, SqlError, SqlSession};
+use pilotage_engine::execution::{self, Execution, ExecutionRequest};
+use pilotage_engine::host::{CommitError, SqlResult};
 use pilotage_engine::lint::lint;
 use pilotage_engine::validation::{self, Program, Validated};
+use pilotage_engine::{Component, Engine};
 use pilotage_protocol::catalog::CatalogEntry;
 use pilotage_protocol::diagnostic::Locator;
 use pilotage_protocol::risk::RiskHints;
 use pilotage_protocol::trace::{TraceLevel, at_level};
+use pilotage_server::datasource::attached::{AttachedSource, DataSourceSpec};
+use pilotage_server::datasource::demo::ensure_demo_database;
+use pilotage_server::datasource::{PostgresConfig, PostgresDataSource};
 use pilotage_server::tenancy::Tenant;
 use serde_json::{Value, json};
 
@@ -137,14 +138,16 @@ struct Counting {
 }
 
 impl DataSource for Counting {
-    fn begin(&self, read_only: bool, deadline: Option<Instant>) -> Result<Box<dyn SqlSession>, String> {
+    fn begin(&self, read_only: bool, deadline: Option<Instant>) -> Result<Box<dyn SqlSession>, SqlError> {
         self.begins.fetch_add(1, Ordering::SeqCst);
         self.inner.begin(read_only, deadline)
     }
 }
 
-fn no_invoker() -> Arc<dyn execution::Invoker> {
-    Arc::new(FnInvoker(|_: &CatalogEntry, _: &Value| Err("sql/postgres-15 invokes no entries".to_owned())))
+fn no_invoker() -> Arc<dyn pilotage_engine::effects::Invoker> {
+    Arc::new(FnInvoker(|_: &CatalogEntry, _: &Value| {
+        Err(pilotage_engine::effects::InvokeError::Unavailable("sql/postgres-15 invokes no entries".to_owned()))
+    }))
 }
 
 /// Executes `text` as the host would after validation (input binding
@@ -423,7 +426,7 @@ fn a_read_only_plan_runs_in_a_read_only_transaction() {
     let session = scratch().begin(true, None).expect("a transaction");
     let mut session = session;
     let refused = session.query("INSERT INTO pilotage_sqltest.notes (id, body) VALUES (-1, 'x')", &json!([]));
-    assert!(refused.unwrap_err().contains("read-only transaction"));
+    assert!(refused.unwrap_err().to_string().contains("read-only transaction"));
     session.rollback();
     assert_eq!(admin_value("SELECT count(*) FROM pilotage_sqltest.notes WHERE id = -1"), 0);
 }
@@ -708,8 +711,16 @@ impl Payrolls {
             spec["visibility"] = json!({format!("{hidden}.payroll"): ["hr:payroll"]});
         }
         let spec: DataSourceSpec = serde_json::from_value(spec).unwrap();
-        let source =
-            Arc::new(AttachedSource::new("payroll", spec, &admin_url(), runtime().handle().clone(), pilotage_engine::Clock::system()).expect("a source"));
+        let source = Arc::new(
+            AttachedSource::new(
+                "payroll",
+                spec,
+                &admin_url(),
+                runtime().handle().clone(),
+                pilotage_engine::Clock::system(),
+            )
+            .expect("a source"),
+        );
         let tenant = Tenant::new("payrolls");
         tenant.attach_data_source(source.clone());
         runtime().block_on(source.refresh(tenant.catalog())).expect("introspection");
@@ -833,7 +844,7 @@ fn a_runs_search_path_holds_no_tenant_schema() {
     let payrolls = Payrolls::new(false);
     let mut session = payrolls.source.source.begin(true, None).unwrap();
     let unqualified = session.query("SELECT salary FROM payroll", &json!([])).unwrap_err();
-    assert!(unqualified.contains("does not exist"), "{unqualified}");
+    assert!(unqualified.to_string().contains("does not exist"), "{unqualified}");
     session.rollback();
     let mut session = payrolls.source.source.begin(true, None).unwrap();
     let path = session.query("SELECT current_setting('search_path') AS p", &json!([])).unwrap();
@@ -915,17 +926,17 @@ struct LateAnswer(Arc<PostgresDataSource>);
 struct LateAnswerSession(Box<dyn SqlSession>, Option<Instant>);
 
 impl DataSource for LateAnswer {
-    fn begin(&self, read_only: bool, deadline: Option<Instant>) -> Result<Box<dyn SqlSession>, String> {
+    fn begin(&self, read_only: bool, deadline: Option<Instant>) -> Result<Box<dyn SqlSession>, SqlError> {
         Ok(Box::new(LateAnswerSession(self.0.begin(read_only, deadline)?, deadline)))
     }
 }
 
 impl SqlSession for LateAnswerSession {
-    fn query(&mut self, statement: &str, params: &Value) -> Result<SqlResult, String> {
+    fn query(&mut self, statement: &str, params: &Value) -> Result<SqlResult, SqlError> {
         if statement.contains("order_lines") {
             let late = self.1.expect("a deadline") + Duration::from_millis(100);
             std::thread::sleep(late.saturating_duration_since(Instant::now()));
-            return Err("canceling statement due to statement timeout (SQLSTATE 57014)".into());
+            return Err(SqlError::Statement("canceling statement due to statement timeout (SQLSTATE 57014)".into()));
         }
         self.0.query(statement, params)
     }
@@ -997,13 +1008,13 @@ struct LostCommit(Arc<PostgresDataSource>);
 struct LostCommitSession(Box<dyn SqlSession>);
 
 impl DataSource for LostCommit {
-    fn begin(&self, read_only: bool, deadline: Option<Instant>) -> Result<Box<dyn SqlSession>, String> {
+    fn begin(&self, read_only: bool, deadline: Option<Instant>) -> Result<Box<dyn SqlSession>, SqlError> {
         Ok(Box::new(LostCommitSession(self.0.begin(read_only, deadline)?)))
     }
 }
 
 impl SqlSession for LostCommitSession {
-    fn query(&mut self, statement: &str, params: &Value) -> Result<SqlResult, String> {
+    fn query(&mut self, statement: &str, params: &Value) -> Result<SqlResult, SqlError> {
         self.0.query(statement, params)
     }
     fn commit(self: Box<Self>) -> Result<(), CommitError> {

@@ -42,10 +42,7 @@ async fn the_whole_loop_runs_over_stdio() {
 
     // A structural fault is a JSON-RPC error on this transport too.
     let unknown = connection.call("no_such_tool", json!({})).await;
-    assert!(
-        matches!(unknown, Err(pilotage_client::ClientError::Carrier { code: -32602, .. })),
-        "{unknown:?}"
-    );
+    assert!(matches!(unknown, Err(pilotage_client::ClientError::Carrier { code: -32602, .. })), "{unknown:?}");
     connection.close().await;
     let _ = std::fs::remove_dir_all(&dir);
 }

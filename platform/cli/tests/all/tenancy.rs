@@ -11,8 +11,8 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use getrandom::SysRng;
 use getrandom::rand_core::UnwrapErr;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
-use pilotage_server::auth::{AuthMode, IssuerConfig};
 use pilotage_client::{Connection, Reply};
+use pilotage_server::auth::{AuthMode, IssuerConfig};
 use pilotage_server::start::Server;
 use serde_json::{Value, json};
 

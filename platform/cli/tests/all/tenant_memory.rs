@@ -5,9 +5,9 @@
 //! against the caller's own catalog (Part II §10.1 bounded evaluation).
 
 use pilotage_engine::catalog::CatalogSnapshot;
-use pilotage_engine::{Component, Engine};
 use pilotage_engine::description::ProgramKind;
 use pilotage_engine::validation::{self, Program};
+use pilotage_engine::{Component, Engine};
 use pilotage_protocol::catalog::CatalogEntry;
 use serde_json::json;
 

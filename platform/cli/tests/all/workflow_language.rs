@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use pilotage_engine::catalog::CatalogSnapshot;
 use pilotage_engine::description::{Exposure, ProgramKind};
-use pilotage_engine::execution::{self, Execution, ExecutionRequest, Invoker};
+use pilotage_engine::effects::Invoker;
+use pilotage_engine::execution::{self, Execution, ExecutionRequest};
 use pilotage_engine::lint::lint;
 use pilotage_engine::validation::{self, Program, Validated};
 use pilotage_protocol::diagnostic::{Locator, Severity};
@@ -263,7 +264,7 @@ fn a_mid_run_failure_is_partial_with_the_trace_so_far() {
     let failing: Arc<dyn Invoker> =
         Arc::new(FnInvoker(|entry: &pilotage_protocol::catalog::CatalogEntry, _: &Value| {
             if entry.id == "cap_list_orders" {
-                Err("HTTP 503 from the orders service".into())
+                Err(pilotage_engine::effects::InvokeError::Failed("HTTP 503 from the orders service".into()))
             } else {
                 Ok(json!({"name": "A", "tier": "gold"}))
             }

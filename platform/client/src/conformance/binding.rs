@@ -5,6 +5,7 @@
 //! stands for a long generated string (see [`Binding::from_file`]).
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -183,13 +184,92 @@ impl Binding {
     /// Reads a binding file.
     ///
     /// # Errors
-    /// A message naming the file and the problem.
-    pub fn from_file(path: &std::path::Path) -> Result<Binding, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        let mut value: Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-        expand_repeats(&mut value).map_err(|e| format!("{}: {e}", path.display()))?;
-        serde_json::from_value(value).map_err(|e| format!("{}: {e}", path.display()))
+    /// [`BindingError::Read`] when the file cannot be read,
+    /// [`BindingError::Json`] when it is not JSON,
+    /// [`BindingError::Repeat`] for a malformed `$repeat`, and
+    /// [`BindingError::Shape`] when it is not a binding; each names the
+    /// file and the problem.
+    pub fn from_file(path: &Path) -> Result<Binding, BindingError> {
+        let text =
+            std::fs::read_to_string(path).map_err(|source| BindingError::Read { path: path.to_owned(), source })?;
+        let mut value: Value =
+            serde_json::from_str(&text).map_err(|source| BindingError::Json { path: path.to_owned(), source })?;
+        expand_repeats(&mut value).map_err(|source| BindingError::Repeat { path: path.to_owned(), source })?;
+        serde_json::from_value(value).map_err(|source| BindingError::Shape { path: path.to_owned(), source })
     }
+}
+
+/// Why a binding file could not be read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BindingError {
+    /// Occurs when the file cannot be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Occurs when the file is not JSON.
+    #[error("{path}: {source}")]
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// Where the JSON breaks.
+        source: serde_json::Error,
+    },
+    /// Occurs when a `{"$repeat": …}` object of the file is malformed.
+    #[error("{path}: {source}")]
+    Repeat {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        source: RepeatError,
+    },
+    /// Occurs when the file is JSON but not a binding (a member missing or
+    /// of the wrong type).
+    #[error("{path}: {source}")]
+    Shape {
+        /// The file.
+        path: PathBuf,
+        /// The member and the problem.
+        source: serde_json::Error,
+    },
+}
+
+/// What is wrong with a `{"$repeat": …}` object of a binding (see
+/// [`Binding::from_file`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RepeatError {
+    /// Occurs when `head`, `unit` or `tail` is missing or not a string.
+    #[error("$repeat needs a string '{member}'")]
+    NotAString {
+        /// The member.
+        member: &'static str,
+    },
+    /// Occurs when `times` is missing or not a non-negative integer.
+    #[error("$repeat needs an integer 'times'")]
+    NoTimes,
+    /// Occurs when the object has members beside `$repeat`.
+    #[error("$repeat stands alone and builds at most {MAX_REPEAT_BYTES} bytes")]
+    NotAlone,
+    /// Occurs when the text would be longer than 8 MiB.
+    #[error("$repeat stands alone and builds at most {MAX_REPEAT_BYTES} bytes")]
+    TooLarge {
+        /// How many bytes it would build.
+        bytes: u64,
+    },
+    /// Occurs when `json` is `true` and the built text is not JSON.
+    #[error("$repeat with json builds no JSON: {source}")]
+    NotJson {
+        /// Where the JSON breaks.
+        source: serde_json::Error,
+    },
+    /// Occurs when `json` is given and is not a boolean.
+    #[error("$repeat's 'json' is a boolean")]
+    JsonNotBoolean,
 }
 
 /// The largest text a `$repeat` may build, in bytes (a pathological
@@ -203,29 +283,32 @@ const MAX_REPEAT_BYTES: usize = 8 << 20;
 /// sample is that JSON value (a long program of a JSON Language).
 ///
 /// # Errors
-/// A message when a `$repeat` lacks a member, has one of the wrong type,
-/// would build more than 8 MiB, or builds text that is not JSON under
-/// `"json": true`.
-fn expand_repeats(value: &mut Value) -> Result<(), String> {
+/// A [`RepeatError`] when a `$repeat` lacks a member, has one of the wrong
+/// type, does not stand alone, would build more than 8 MiB, or builds text
+/// that is not JSON under `"json": true`.
+fn expand_repeats(value: &mut Value) -> Result<(), RepeatError> {
     match value {
         Value::Object(object) => {
             if let Some(spec) = object.get("$repeat") {
-                let text = |name: &str| {
-                    spec.get(name).and_then(Value::as_str).ok_or(format!("$repeat needs a string '{name}'"))
+                let text = |member: &'static str| {
+                    spec.get(member).and_then(Value::as_str).ok_or(RepeatError::NotAString { member })
                 };
                 let (head, unit, tail) = (text("head")?, text("unit")?, text("tail")?);
-                let times = spec.get("times").and_then(Value::as_u64).ok_or("$repeat needs an integer 'times'")?;
+                let times = spec.get("times").and_then(Value::as_u64).ok_or(RepeatError::NoTimes)?;
                 let bytes = (unit.len() as u64).saturating_mul(times).saturating_add((head.len() + tail.len()) as u64);
-                if object.len() != 1 || bytes > MAX_REPEAT_BYTES as u64 {
-                    return Err(format!("$repeat stands alone and builds at most {MAX_REPEAT_BYTES} bytes"));
+                if object.len() != 1 {
+                    return Err(RepeatError::NotAlone);
+                }
+                if bytes > MAX_REPEAT_BYTES as u64 {
+                    return Err(RepeatError::TooLarge { bytes });
                 }
                 let built = format!("{head}{}{tail}", unit.repeat(times as usize));
                 *value = match spec.get("json") {
                     Some(Value::Bool(true)) => {
-                        serde_json::from_str(&built).map_err(|e| format!("$repeat with json builds no JSON: {e}"))?
+                        serde_json::from_str(&built).map_err(|source| RepeatError::NotJson { source })?
                     }
                     None | Some(Value::Bool(false)) => Value::String(built),
-                    Some(_) => return Err("$repeat's 'json' is a boolean".into()),
+                    Some(_) => return Err(RepeatError::JsonNotBoolean),
                 };
                 return Ok(());
             }
@@ -250,16 +333,38 @@ mod tests {
         let mut value = json!({"$repeat": {"head": "[", "unit": "1,", "times": 2, "tail": "3]", "json": true}});
         expand_repeats(&mut value).unwrap();
         assert_eq!(value, json!([1, 1, 3]));
-        for bad in [
-            json!({"$repeat": {"head": "[", "unit": "1,", "times": 2, "tail": "", "json": true}}),
-            json!({"$repeat": {"head": "", "unit": "1", "times": 2, "tail": "", "json": "yes"}}),
-            json!({"$repeat": {"head": "", "unit": "x", "tail": ""}}),
-            json!({"$repeat": {"head": "", "unit": 1, "times": 1, "tail": ""}}),
-            json!({"$repeat": {"head": "", "unit": "xx", "times": 8 << 20, "tail": ""}}),
-            json!({"$repeat": {"head": "", "unit": "x", "times": 1, "tail": ""}, "other": 1}),
+        for (bad, message) in [
+            (
+                json!({"$repeat": {"head": "[", "unit": "1,", "times": 2, "tail": "", "json": true}}),
+                "$repeat with json builds no JSON: EOF while parsing",
+            ),
+            (
+                json!({"$repeat": {"head": "", "unit": "1", "times": 2, "tail": "", "json": "yes"}}),
+                "$repeat's 'json' is a boolean",
+            ),
+            (json!({"$repeat": {"head": "", "unit": "x", "tail": ""}}), "$repeat needs an integer 'times'"),
+            (json!({"$repeat": {"head": "", "unit": 1, "times": 1, "tail": ""}}), "$repeat needs a string 'unit'"),
+            (
+                json!({"$repeat": {"head": "", "unit": "xx", "times": 8 << 20, "tail": ""}}),
+                "$repeat stands alone and builds at most 8388608 bytes",
+            ),
+            (
+                json!({"$repeat": {"head": "", "unit": "x", "times": 1, "tail": ""}, "other": 1}),
+                "$repeat stands alone and builds at most 8388608 bytes",
+            ),
         ] {
             let mut value = bad.clone();
-            assert!(expand_repeats(&mut value).is_err(), "{bad}");
+            let error = expand_repeats(&mut value).expect_err(&bad.to_string());
+            // serde_json words the parse error; the prefix is ours.
+            assert!(error.to_string().starts_with(message), "{bad}: {error}");
         }
+    }
+
+    #[test]
+    fn binding_file_errors_name_the_file() {
+        let missing = std::path::Path::new("/nonexistent/binding.json");
+        let error = Binding::from_file(missing).unwrap_err();
+        assert!(matches!(error, BindingError::Read { .. }));
+        assert!(error.to_string().starts_with("cannot read /nonexistent/binding.json: "), "{error}");
     }
 }

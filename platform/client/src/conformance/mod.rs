@@ -9,10 +9,22 @@
 //! Vectors needing an operator (a catalog change, another caller's Run, a
 //! count of side effects) use an [`Operator`] when one is given; against an
 //! external endpoint without one they are skipped, and say so.
+//!
+//! Errors: [`RunnerError`] when a vector (or the runner) cannot be carried
+//! out at all, [`OperatorError`] when an operator action fails, and
+//! [`binding::BindingError`] when a binding file cannot be read.
 
 pub mod binding;
+mod completeness;
+mod operator;
 mod runner;
+mod vector_file;
+mod vectors_discovery;
+mod vectors_execute;
+mod vectors_lookup;
+mod vectors_trace;
+mod vectors_validate;
 
-pub use runner::{
-    Operator, OperatorFuture, Runner, Vector, VectorFile, VectorResult, Verdict, schema_errors, summary,
-};
+pub use operator::{Operator, OperatorError, OperatorFuture};
+pub use runner::{Runner, RunnerError, schema_errors};
+pub use vector_file::{Vector, VectorFile, VectorResult, Verdict, summary};

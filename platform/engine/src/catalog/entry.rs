@@ -57,7 +57,7 @@ impl StoredEntry {
 
     /// `(input_schema, output_schema)` as compact JSON text, computed on
     /// the first call and kept.
-    pub fn schema_text(&self) -> &(Option<String>, Option<String>) {
+    pub(crate) fn schema_text(&self) -> &(Option<String>, Option<String>) {
         self.schema_text.0.get_or_init(|| {
             let text = |schema: &Option<serde_json::Value>| schema.as_ref().map(serde_json::Value::to_string);
             (text(&self.entry.input_schema), text(&self.entry.output_schema))
@@ -65,7 +65,7 @@ impl StoredEntry {
     }
 
     /// Whether a caller holding `scopes` sees this entry.
-    pub fn visible_to(&self, scopes: &BTreeSet<String>) -> bool {
+    pub(crate) fn visible_to(&self, scopes: &BTreeSet<String>) -> bool {
         self.visibility.iter().all(|scope| scopes.contains(scope))
     }
 

@@ -8,9 +8,9 @@ use super::snapshot::CatalogSnapshot;
 use pilotage_protocol::catalog::{CatalogEntry, CatalogListResult};
 
 /// Page size when the request gives no `limit`.
-pub const DEFAULT_PAGE: usize = 50;
+pub(crate) const DEFAULT_PAGE: usize = 50;
 /// The largest page served; larger `limit`s are capped (Part III §4.2).
-pub const MAX_PAGE: usize = 200;
+pub(crate) const MAX_PAGE: usize = 200;
 
 /// A `list` request's filters.
 #[derive(Clone, Debug, Default)]

@@ -14,7 +14,7 @@ pub mod snapshot;
 pub mod tenant;
 pub mod version;
 
-pub use snapshot::CatalogSnapshot;
 pub use binding::HttpBinding;
 pub use entry::StoredEntry;
+pub use snapshot::CatalogSnapshot;
 pub use tenant::{SharedCatalog, TenantCatalog};

@@ -88,7 +88,7 @@ impl CatalogSnapshot {
 
     /// Visible entries with ids strictly after `after` (or from the start),
     /// in id order.
-    pub fn entries_after<'a>(&'a self, after: Option<&str>) -> impl Iterator<Item = &'a CatalogEntry> + 'a {
+    pub(crate) fn entries_after<'a>(&'a self, after: Option<&str>) -> impl Iterator<Item = &'a CatalogEntry> + 'a {
         use std::ops::Bound;
         let start = match after {
             Some(id) => Bound::Excluded(id.to_owned()),

@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
-use super::snapshot::CatalogSnapshot;
 use super::entry::StoredEntry;
+use super::snapshot::CatalogSnapshot;
 use super::version::{Aggregate, combine};
 use pilotage_protocol::catalog::{CatalogChange, ChangeKind};
 
@@ -42,7 +42,7 @@ struct Change {
 
 /// How many changes and issued tokens are remembered for `changed_since`;
 /// older baselines answer `unknown_baseline`.
-pub const CHANGE_HORIZON: usize = 10_000;
+pub(crate) const CHANGE_HORIZON: usize = 10_000;
 
 /// What a write did.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -113,14 +113,6 @@ impl TenantCatalog {
         }
         self.entries = Arc::new(next);
         report
-    }
-
-    /// Replaces the whole catalog with `entries` (a bulk apply): entries not
-    /// listed are removed.
-    pub fn replace_all(&mut self, entries: Vec<StoredEntry>) -> ApplyReport {
-        let keep: BTreeSet<&str> = entries.iter().map(|e| e.entry.id.as_str()).collect();
-        let remove: Vec<String> = self.entries.keys().filter(|id| !keep.contains(id.as_str())).cloned().collect();
-        self.apply(entries, &remove)
     }
 
     fn record(&mut self, id: String, before: Option<Arc<StoredEntry>>) {

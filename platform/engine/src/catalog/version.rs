@@ -52,7 +52,7 @@ pub fn canonical_json(value: &serde_json::Value) -> String {
 }
 
 /// The hash of one entry's defined fields, `revision` excluded.
-pub fn entry_hash(entry: &CatalogEntry) -> [u8; 32] {
+pub(crate) fn entry_hash(entry: &CatalogEntry) -> [u8; 32] {
     let mut value = serde_json::to_value(entry).unwrap_or(serde_json::Value::Null);
     if let Some(map) = value.as_object_mut() {
         map.remove("revision");
@@ -100,7 +100,7 @@ impl Aggregate {
 
 /// Combines group aggregates into a token. `groups` yields (group key,
 /// aggregate); empty groups are skipped and order does not matter.
-pub fn combine<'a>(groups: impl IntoIterator<Item = (&'a str, &'a Aggregate)>) -> String {
+pub(crate) fn combine<'a>(groups: impl IntoIterator<Item = (&'a str, &'a Aggregate)>) -> String {
     let mut parts: Vec<(&str, &Aggregate)> = groups.into_iter().filter(|(_, aggregate)| aggregate.count > 0).collect();
     parts.sort_by(|a, b| a.0.cmp(b.0));
     let mut hasher = Sha256::new();

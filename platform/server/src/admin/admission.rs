@@ -31,28 +31,12 @@ use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use sha2::{Digest, Sha256};
 
-use super::api::{AdminState, ApiError, authorize};
-
-/// The admin API's body bounds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct AdminLimits {
-    /// Largest JSON body, in bytes (setting `admin_max_body_bytes`).
-    pub json_bytes: usize,
-    /// Largest Language component upload, in bytes (setting
-    /// `max_component_bytes`).
-    pub component_bytes: usize,
-}
-
-impl Default for AdminLimits {
-    fn default() -> Self {
-        AdminLimits { json_bytes: 4 << 20, component_bytes: 32 << 20 }
-    }
-}
+use super::api::{AdminLimits, AdminState, ApiError, authorize};
 
 /// The layer: authenticate from the headers, then pass the request on
 /// with its [`super::Admin`] in the extensions; refuse with the
 /// credential's 401/403 otherwise, the body unread.
-pub async fn require_admin(State(state): State<AdminState>, mut request: Request, next: Next) -> Response {
+pub(crate) async fn require_admin(State(state): State<AdminState>, mut request: Request, next: Next) -> Response {
     match authorize(&state, request.headers()).await {
         Ok(admin) => {
             request.extensions_mut().insert(admin);
@@ -102,7 +86,7 @@ async fn read_bounded(
 
 /// A JSON route's body, at most `admin_max_body_bytes`.
 #[derive(Debug)]
-pub struct AdminBody(pub Vec<u8>);
+pub(crate) struct AdminBody(pub Vec<u8>);
 
 impl FromRequest<AdminState> for AdminBody {
     type Rejection = ApiError;
@@ -115,7 +99,7 @@ impl FromRequest<AdminState> for AdminBody {
 /// A Language component upload: its bytes (at most
 /// `max_component_bytes`) and their SHA-256, computed as they arrived.
 #[derive(Debug)]
-pub struct ComponentUpload {
+pub(crate) struct ComponentUpload {
     /// The component's bytes.
     pub bytes: Vec<u8>,
     /// Their SHA-256, lowercase hex.
@@ -130,7 +114,7 @@ impl ComponentUpload {
     /// # Errors
     /// [`ApiError`] 413 `body_too_large` past `max_component_bytes`, 400
     /// when the body cannot be read.
-    pub async fn read(request: Request, limits: &AdminLimits) -> Result<ComponentUpload, ApiError> {
+    pub(crate) async fn read(request: Request, limits: &AdminLimits) -> Result<ComponentUpload, ApiError> {
         let mut hasher = Sha256::new();
         let bytes = read_bounded(request, limits.component_bytes, "max_component_bytes", |chunk| {
             hasher.update(chunk);

@@ -11,7 +11,6 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
 
-use super::admission::AdminLimits;
 use crate::auth::middleware::Authenticator;
 use crate::auth::{ADMIN_SCOPE, AuthMode, TENANT_ADMIN_SCOPE};
 use crate::tenancy::{Platform, Tenant};
@@ -19,7 +18,7 @@ use pilotage_store::AuditRow;
 
 /// The admin API's state.
 #[derive(Clone)]
-pub struct AdminState {
+pub(crate) struct AdminState {
     /// The platform.
     pub platform: Platform,
     /// Token checks shared with `/mcp`.
@@ -30,9 +29,25 @@ pub struct AdminState {
     pub limits: AdminLimits,
 }
 
+/// The admin API's body bounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct AdminLimits {
+    /// Largest JSON body, in bytes (setting `admin_max_body_bytes`).
+    pub json_bytes: usize,
+    /// Largest Language component upload, in bytes (setting
+    /// `max_component_bytes`).
+    pub component_bytes: usize,
+}
+
+impl Default for AdminLimits {
+    fn default() -> Self {
+        AdminLimits { json_bytes: 4 << 20, component_bytes: 32 << 20 }
+    }
+}
+
 /// Who is calling the admin API.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Admin {
+pub(crate) enum Admin {
     /// Every tenant.
     Operator(String),
     /// One tenant's own resources.
@@ -64,7 +79,7 @@ impl Admin {
 /// An admin API error: a status and `{"error": {"code", "message",
 /// "field"?, "findings"?}}`.
 #[derive(Debug)]
-pub struct ApiError {
+pub(crate) struct ApiError {
     pub(super) status: StatusCode,
     pub(super) body: Value,
 }
@@ -75,7 +90,7 @@ impl ApiError {
     }
 
     /// 400 naming the offending field.
-    pub fn field(field: &str, message: impl Into<String>) -> ApiError {
+    pub(crate) fn field(field: &str, message: impl Into<String>) -> ApiError {
         let mut error = ApiError::new(StatusCode::BAD_REQUEST, "invalid_field", message);
         error.body["error"]["field"] = json!(field);
         error

@@ -16,14 +16,14 @@ use super::admission::AdminBody;
 use super::api::{Admin, AdminState, ApiError, ApiResult, audit, live_tenant, parse_json};
 use crate::fleet::announce::{Change, announce};
 use crate::tenancy::Tenant;
-use pilotage_engine::catalog::{HttpBinding, StoredEntry};
 use pilotage_engine::catalog::tenant::ApplyReport;
+use pilotage_engine::catalog::{HttpBinding, StoredEntry};
 use pilotage_protocol::catalog::CatalogEntry;
 
 /// A catalog entry as the admin API takes it: the protocol entry, plus
 /// `visibility` scopes and an HTTP `binding`.
 #[derive(Debug, Deserialize)]
-pub struct EntryInput {
+pub(crate) struct EntryInput {
     /// The entry.
     #[serde(flatten)]
     pub entry: CatalogEntry,
@@ -175,7 +175,7 @@ pub(super) async fn catalog_delete(
 /// `POST …/catalog/apply` body: the whole catalog; entries not listed are
 /// removed.
 #[derive(Debug, Deserialize)]
-pub struct ApplyBody {
+pub(super) struct ApplyBody {
     /// Every entry the catalog must hold.
     pub entries: Vec<EntryInput>,
 }

@@ -91,9 +91,14 @@ pub(super) async fn put(
             format!("data source '{}' already serves {}; one per Language", other.name, spec.language),
         ));
     }
-    let attached =
-        AttachedSource::new(&name, spec.clone(), &url, state.platform.runtime().clone(), state.platform.clock().clone())
-        .map_err(|error| refused(&error))?;
+    let attached = AttachedSource::new(
+        &name,
+        spec.clone(),
+        &url,
+        state.platform.runtime().clone(),
+        state.platform.clock().clone(),
+    )
+    .map_err(|error| refused(&error))?;
     attached.source.check().await.map_err(|error| refused(&error))?;
     let attached = Arc::new(attached);
     let replaced = live.attach_data_source(attached.clone());

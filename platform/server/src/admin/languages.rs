@@ -2,7 +2,6 @@
 //! and linted; refused with the findings when the lint finds an error),
 //! the versions stored, the one served, activation and retirement.
 
-
 use axum::Extension;
 use axum::Json;
 use axum::extract::{Path, State};
@@ -127,7 +126,7 @@ pub(super) async fn languages_get(
 /// `POST …/languages/{family}/{version}/activate` body.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Activate {
+pub(super) struct Activate {
     /// The version (component SHA-256) to serve.
     pub sha256: String,
 }

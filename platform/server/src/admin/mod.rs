@@ -12,20 +12,17 @@
 //! change is audited (who, what, when), and writes are idempotent where
 //! they can be.
 
-pub mod admission;
+pub(crate) mod admission;
 mod api;
 mod catalog;
 mod data_sources;
 mod deployments;
 mod languages;
-pub mod openapi;
+pub(crate) mod openapi;
 mod routes;
 mod runs;
 mod secrets;
 mod tenants;
 
-pub use admission::{AdminBody, AdminLimits, ComponentUpload};
-pub use api::{Admin, AdminState, ApiError};
-pub use catalog::EntryInput;
-pub use routes::router;
-pub use tenants::check_tenant_id;
+pub(crate) use api::{AdminLimits, AdminState};
+pub(crate) use routes::router;

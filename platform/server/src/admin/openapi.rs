@@ -27,7 +27,7 @@ fn json_body(schema: &str) -> Option<Value> {
 }
 
 /// The document.
-pub fn document() -> Value {
+pub(crate) fn document() -> Value {
     let errors = [
         ("400", "a field is invalid; error.field names it"),
         ("401", "no or bad credential"),

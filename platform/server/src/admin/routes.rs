@@ -20,7 +20,7 @@ async fn openapi_json() -> Response {
 }
 
 /// The admin routes, to be nested at `/admin/v1`.
-pub fn router(state: AdminState) -> Router {
+pub(crate) fn router(state: AdminState) -> Router {
     let authenticated = Router::new()
         .route("/tenants", get(tenants_list).post(tenants_create))
         .route("/tenants/{tenant}", get(tenants_get).patch(tenants_patch).delete(tenants_delete))

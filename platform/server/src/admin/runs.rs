@@ -1,7 +1,6 @@
 //! `/admin/v1/tenants/{tenant}/runs` (retained Runs, any subject's) and
 //! `/admin/v1/audit` (the audit log, a tenant admin's own records only).
 
-
 use axum::Extension;
 use axum::Json;
 use axum::extract::{Path, Query, State};

@@ -2,7 +2,6 @@
 //! and never returned (names only), including the deployment runtime's
 //! `webhook:<source>` and `mqtt:<broker>`.
 
-
 use axum::Extension;
 use axum::Json;
 use axum::extract::{Path, State};
@@ -17,7 +16,7 @@ use super::api::{Admin, AdminState, ApiError, ApiResult, audit, live_tenant, par
 /// `PUT …/secrets/{name}` body.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SecretBody {
+pub(super) struct SecretBody {
     /// The secret's value; stored encrypted, never returned.
     pub value: String,
 }
@@ -33,7 +32,8 @@ pub(super) async fn secrets_put(
     check_secret_name(&name)?;
     let request: SecretBody = parse_json(&body)?;
     if name.starts_with(crate::deploy::model::MQTT_SECRET_PREFIX) {
-        crate::deploy::broker::BrokerSecret::parse(&request.value).map_err(|e| ApiError::field("value", e.to_string()))?;
+        crate::deploy::broker::BrokerSecret::parse(&request.value)
+            .map_err(|e| ApiError::field("value", e.to_string()))?;
     }
     let (nonce, sealed) = state.platform.secrets().seal(&tenant, &name, &request.value);
     state.platform.store().secret_put(&tenant, &name, &nonce, &sealed, state.platform.clock().now_ms()).await?;

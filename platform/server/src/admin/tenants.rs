@@ -2,7 +2,6 @@
 //! quotas) and delete tenants; only an operator creates, changes and
 //! deletes them.
 
-
 use axum::Extension;
 use axum::Json;
 use axum::extract::{Path, State};
@@ -19,7 +18,7 @@ use pilotage_store::{Scope, TenantRow};
 
 /// Checks a tenant id: 1–63 of `a-z`, `0-9`, `-`, starting with a letter
 /// or digit.
-pub fn check_tenant_id(id: &str) -> Result<(), ApiError> {
+pub(crate) fn check_tenant_id(id: &str) -> Result<(), ApiError> {
     let valid = !id.is_empty()
         && id.len() <= 63
         && id.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
@@ -39,7 +38,7 @@ pub(super) async fn tenant_row(state: &AdminState, id: &str) -> Result<TenantRow
 /// `POST /admin/v1/tenants` body.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct TenantCreate {
+pub(super) struct TenantCreate {
     /// The tenant's id.
     pub id: String,
     /// A display name (default: the id).
@@ -97,7 +96,7 @@ pub(super) async fn tenants_get(
 /// `PATCH /admin/v1/tenants/{tenant}` body.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct TenantPatch {
+pub(super) struct TenantPatch {
     /// A new display name.
     #[serde(default)]
     pub name: Option<String>,

@@ -52,7 +52,13 @@ impl DevTokens {
     ///
     /// # Errors
     /// [`AuthSetupError::Sign`] when signing fails.
-    pub fn mint(&self, tenant: &str, subject: &str, scopes: &[String], ttl_secs: u64) -> Result<String, AuthSetupError> {
+    pub fn mint(
+        &self,
+        tenant: &str,
+        subject: &str,
+        scopes: &[String],
+        ttl_secs: u64,
+    ) -> Result<String, AuthSetupError> {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
         let claims = json!({
             "iss": DEV_ISSUER, "aud": self.audience, "sub": subject, "tenant": tenant,

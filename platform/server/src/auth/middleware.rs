@@ -6,7 +6,6 @@
 //! answers 403. An authenticated request carries its [`Principal`] in the
 //! request extensions, where the MCP handler reads it.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use axum::Json;
@@ -51,7 +50,7 @@ fn bearer(request: &Request) -> Option<&str> {
 }
 
 /// The tenant named by a `/t/{tenant}/…` path.
-pub fn path_tenant(path: &str) -> Option<String> {
+pub(crate) fn path_tenant(path: &str) -> Option<String> {
     let rest = path.strip_prefix("/t/")?;
     let tenant = rest.split('/').next()?;
     (!tenant.is_empty()).then(|| tenant.to_owned())
@@ -168,7 +167,11 @@ impl Authenticator {
 
 /// The middleware: authenticate, then pass the request on with its
 /// [`Principal`].
-pub async fn require_principal(State(auth): State<Arc<Authenticator>>, mut request: Request, next: Next) -> Response {
+pub(crate) async fn require_principal(
+    State(auth): State<Arc<Authenticator>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let tenant = path_tenant(request.uri().path());
     let token = bearer(&request).map(str::to_owned);
     match auth.authenticate(token.as_deref(), tenant.as_deref()).await {
@@ -185,11 +188,6 @@ pub async fn require_principal(State(auth): State<Arc<Authenticator>>, mut reque
 
 /// `GET /.well-known/oauth-protected-resource` (and the `/mcp` suffixed
 /// form).
-pub async fn protected_resource(State(auth): State<Arc<Authenticator>>) -> Response {
+pub(crate) async fn protected_resource(State(auth): State<Arc<Authenticator>>) -> Response {
     Json(auth.metadata()).into_response()
-}
-
-/// The scopes of a principal, for admin checks.
-pub fn holds(scopes: &BTreeSet<String>, scope: &str) -> bool {
-    scopes.contains(scope)
 }

@@ -5,13 +5,13 @@
 //!   algorithm allow-list, audience, issuer, expiry and tenant checks;
 //! - [`dev`]: development tokens (HS256, a secret in the data folder),
 //!   accepted only in `--auth dev` on loopback;
-//! - [`middleware`]: the axum layer that turns `Authorization: Bearer` into
+//! - `middleware`: the axum layer that turns `Authorization: Bearer` into
 //!   a [`Principal`], or answers 401/403 with `WWW-Authenticate`, and the
 //!   RFC 9728 protected-resource metadata.
 
 pub mod dev;
 pub mod jwt;
-pub mod middleware;
+pub(crate) mod middleware;
 
 use std::collections::BTreeSet;
 

@@ -18,17 +18,17 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use pilotage_engine::Clock;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use pilotage_engine::Clock;
 use tokio::runtime::Handle;
 
-use sql_entry_id as entry_id;
 use super::introspection::LANGUAGE;
 use super::{DataSourceError, PostgresConfig, PostgresDataSource};
-use pilotage_engine::catalog::StoredEntry;
 use pilotage_engine::catalog::SharedCatalog;
+use pilotage_engine::catalog::StoredEntry;
 use pilotage_engine::catalog::tenant::ApplyReport;
+use sql_entry_id as entry_id;
 
 /// The bounds of a data source; every field has the default of
 /// [`PostgresConfig::new`].

@@ -21,17 +21,17 @@ use serde_json::{Map, Value, json};
 use sqlx::Row;
 
 use super::DataSourceError;
-use sql_entry_id::relation_id;
 use super::postgres::PostgresDataSource;
 use pilotage_protocol::catalog::CatalogEntry;
 use pilotage_protocol::risk::RiskHints;
+use sql_entry_id::relation_id;
 
 /// The Language that may reference these entries.
-pub const LANGUAGE: &str = "sql/postgres-15";
+pub(crate) const LANGUAGE: &str = "sql/postgres-15";
 
 /// One visible relation as PostgreSQL describes it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Relation {
+pub(crate) struct Relation {
     /// Schema name.
     pub schema: String,
     /// Relation name.
@@ -54,7 +54,7 @@ pub struct Relation {
 
 /// One column.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RelationColumn {
+pub(crate) struct RelationColumn {
     /// Column name.
     pub name: String,
     /// `format_type` text, e.g. `numeric(10,2)`.
@@ -160,7 +160,7 @@ impl PostgresDataSource {
 }
 
 /// The JSON Schema of one column's values, as sql/postgres-15 renders them.
-pub fn column_schema(column: &RelationColumn) -> Value {
+pub(crate) fn column_schema(column: &RelationColumn) -> Value {
     let mut schema = element_schema(&column.type_name);
     if let Value::Object(object) = &mut schema {
         if !column.not_null
@@ -192,7 +192,7 @@ fn element_schema(type_name: &str) -> Value {
 }
 
 /// The catalog entry of a relation.
-pub fn entry(relation: &Relation) -> CatalogEntry {
+pub(crate) fn entry(relation: &Relation) -> CatalogEntry {
     let id = relation_id(&relation.schema, &relation.name);
     let is_view = matches!(relation.relkind.as_str(), "v" | "m");
     // UPDATE overwrites values as irreversibly as DELETE removes them.

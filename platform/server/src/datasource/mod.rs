@@ -5,13 +5,13 @@
 //! - [`PostgresConfig`]: where to connect and every bound (pool size,
 //!   connect and statement timeouts, row and byte caps), with defaults;
 //! - [`PostgresDataSource`]: a bounded sqlx pool; implements the host's
-//!   [`DataSource`](pilotage_engine::execution::DataSource) (one
+//!   [`DataSource`](pilotage_engine::effects::DataSource) (one
 //!   transaction per Run, `READ ONLY` when the plan only reads) and
 //!   introspects the relations the role can see into catalog entries
-//!   ([`introspection`]);
+//!   (`introspection`);
 //! - [`sql_entry_id`]: the unambiguous `schema.relation` ids of relations'
 //!   catalog entries (each part bare or `"quoted"`);
-//! - [`values`]: PostgreSQL binary values to JSON and JSON parameters to
+//! - `values`: PostgreSQL binary values to JSON and JSON parameters to
 //!   binary values;
 //! - [`attached`]: a data source registered by a tenant for one of its
 //!   Languages, and the catalog entries its introspection owns;
@@ -40,55 +40,12 @@
 
 pub mod attached;
 pub mod demo;
+mod error;
 // The id rule is written once, in the sql/postgres-15 Language that reads
 // the ids; the host compiles the same file to write them.
-pub mod introspection;
+pub(crate) mod introspection;
 pub mod postgres;
-pub mod values;
+pub(crate) mod values;
 
+pub use error::{DataSourceError, database_message};
 pub use postgres::{PostgresConfig, PostgresDataSource};
-
-/// Why a data source could not do what was asked.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum DataSourceError {
-    /// Occurs when the configuration is unusable (a URL that does not
-    /// parse, an empty schema list).
-    #[error("data source configuration: {0}")]
-    Config(String),
-    /// Occurs when PostgreSQL cannot be reached within the connect timeout
-    /// (down, refusing, wrong credentials).
-    #[error("PostgreSQL is unreachable at {target}: {message}")]
-    Unreachable {
-        /// host:port/database, without credentials.
-        target: String,
-        /// The driver's message.
-        message: String,
-    },
-    /// Occurs when PostgreSQL reports an error for a host statement
-    /// (introspection, demo set-up, the transaction envelope).
-    #[error("PostgreSQL error: {0}")]
-    Database(String),
-}
-
-impl DataSourceError {
-    /// Classifies a sqlx error: connection-level failures are
-    /// [`DataSourceError::Unreachable`], the rest [`DataSourceError::Database`].
-    pub fn from_sqlx(target: &str, error: sqlx::Error) -> DataSourceError {
-        match error {
-            sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::Tls(_) | sqlx::Error::PoolClosed => {
-                DataSourceError::Unreachable { target: target.to_owned(), message: error.to_string() }
-            }
-            sqlx::Error::Database(database) => DataSourceError::Database(database_message(database.as_ref())),
-            other => DataSourceError::Database(other.to_string()),
-        }
-    }
-}
-
-/// A database error as one line: message, SQLSTATE and detail.
-pub fn database_message(error: &dyn sqlx::error::DatabaseError) -> String {
-    match error.code() {
-        Some(code) => format!("{} (SQLSTATE {code})", error.message()),
-        None => error.message().to_owned(),
-    }
-}

@@ -17,8 +17,8 @@ use tokio::runtime::Handle;
 
 use super::values::{decode, encode};
 use super::{DataSourceError, database_message};
+use pilotage_engine::effects::{DataSource, SqlError, SqlSession};
 use pilotage_engine::host::{CommitError, SqlResult};
-use pilotage_engine::execution::{DataSource, SqlSession};
 
 /// Where a data source connects and the bounds it enforces. Every bound
 /// has a default ([`PostgresConfig::new`]).
@@ -172,6 +172,7 @@ impl PostgresDataSource {
         &self.target
     }
 
+    /// `error` classified for this source's target.
     pub(crate) fn error(&self, error: sqlx::Error) -> DataSourceError {
         DataSourceError::from_sqlx(&self.target, error)
     }
@@ -202,9 +203,9 @@ impl PostgresDataSource {
 }
 
 impl DataSource for PostgresDataSource {
-    fn begin(&self, read_only: bool, deadline: Option<Instant>) -> Result<Box<dyn SqlSession>, String> {
-        let timeout =
-            statement_timeout_for(self.config.statement_timeout, deadline, Instant::now()).ok_or(NO_TIME_LEFT)?;
+    fn begin(&self, read_only: bool, deadline: Option<Instant>) -> Result<Box<dyn SqlSession>, SqlError> {
+        let timeout = statement_timeout_for(self.config.statement_timeout, deadline, Instant::now())
+            .ok_or_else(|| SqlError::Deadline(NO_TIME_LEFT.to_owned()))?;
         let transaction = self
             .handle
             .block_on(async {
@@ -220,7 +221,7 @@ impl DataSource for PostgresDataSource {
                     None => self.open(read_only, timeout).await,
                 }
             })
-            .map_err(|error| error.to_string())?;
+            .map_err(|error| SqlError::Connection(error.to_string()))?;
         Ok(Box::new(PostgresSession {
             transaction: Some(transaction),
             handle: self.handle.clone(),
@@ -283,6 +284,7 @@ fn type_oid(type_info: &PgTypeInfo) -> u32 {
 }
 
 impl PostgresSession {
+    /// Runs one statement; the failure is the message the Run records.
     async fn run(&mut self, statement: &str, params: &Value) -> Result<SqlResult, String> {
         let started = Instant::now();
         let transaction = self.transaction.as_mut().ok_or("the transaction has ended")?;
@@ -408,9 +410,9 @@ fn row_json(row: &PgRow) -> Value {
 }
 
 impl SqlSession for PostgresSession {
-    fn query(&mut self, statement: &str, params: &Value) -> Result<SqlResult, String> {
+    fn query(&mut self, statement: &str, params: &Value) -> Result<SqlResult, SqlError> {
         let handle = self.handle.clone();
-        handle.block_on(self.run(statement, params))
+        handle.block_on(self.run(statement, params)).map_err(SqlError::Statement)
     }
 
     fn commit(mut self: Box<Self>) -> Result<(), CommitError> {

@@ -10,57 +10,57 @@
 use serde_json::{Number, Value};
 
 /// Type OIDs this module knows (`pg_type.oid`).
-pub mod oid {
+pub(crate) mod oid {
     /// boolean
-    pub const BOOL: u32 = 16;
+    pub(crate) const BOOL: u32 = 16;
     /// bytea
-    pub const BYTEA: u32 = 17;
+    pub(crate) const BYTEA: u32 = 17;
     /// "char"
-    pub const CHAR: u32 = 18;
+    pub(crate) const CHAR: u32 = 18;
     /// name
-    pub const NAME: u32 = 19;
+    pub(crate) const NAME: u32 = 19;
     /// bigint
-    pub const INT8: u32 = 20;
+    pub(crate) const INT8: u32 = 20;
     /// smallint
-    pub const INT2: u32 = 21;
+    pub(crate) const INT2: u32 = 21;
     /// integer
-    pub const INT4: u32 = 23;
+    pub(crate) const INT4: u32 = 23;
     /// text
-    pub const TEXT: u32 = 25;
+    pub(crate) const TEXT: u32 = 25;
     /// oid
-    pub const OID: u32 = 26;
+    pub(crate) const OID: u32 = 26;
     /// json
-    pub const JSON: u32 = 114;
+    pub(crate) const JSON: u32 = 114;
     /// real
-    pub const FLOAT4: u32 = 700;
+    pub(crate) const FLOAT4: u32 = 700;
     /// double precision
-    pub const FLOAT8: u32 = 701;
+    pub(crate) const FLOAT8: u32 = 701;
     /// unknown (an untyped literal or parameter)
-    pub const UNKNOWN: u32 = 705;
+    pub(crate) const UNKNOWN: u32 = 705;
     /// character(n)
-    pub const BPCHAR: u32 = 1042;
+    pub(crate) const BPCHAR: u32 = 1042;
     /// character varying
-    pub const VARCHAR: u32 = 1043;
+    pub(crate) const VARCHAR: u32 = 1043;
     /// date
-    pub const DATE: u32 = 1082;
+    pub(crate) const DATE: u32 = 1082;
     /// time without time zone
-    pub const TIME: u32 = 1083;
+    pub(crate) const TIME: u32 = 1083;
     /// timestamp without time zone
-    pub const TIMESTAMP: u32 = 1114;
+    pub(crate) const TIMESTAMP: u32 = 1114;
     /// timestamp with time zone
-    pub const TIMESTAMPTZ: u32 = 1184;
+    pub(crate) const TIMESTAMPTZ: u32 = 1184;
     /// interval
-    pub const INTERVAL: u32 = 1186;
+    pub(crate) const INTERVAL: u32 = 1186;
     /// numeric
-    pub const NUMERIC: u32 = 1700;
+    pub(crate) const NUMERIC: u32 = 1700;
     /// uuid
-    pub const UUID: u32 = 2950;
+    pub(crate) const UUID: u32 = 2950;
     /// jsonb
-    pub const JSONB: u32 = 3802;
+    pub(crate) const JSONB: u32 = 3802;
 
     /// The element type of a one-dimensional array type this module
     /// decodes, e.g. `_int4` → `int4`.
-    pub fn array_element(array: u32) -> Option<u32> {
+    pub(crate) fn array_element(array: u32) -> Option<u32> {
         Some(match array {
             1000 => BOOL,
             1005 => INT2,
@@ -107,7 +107,7 @@ fn float(value: f64) -> Value {
 
 /// Decodes one non-null value of type `type_oid` from its binary form.
 /// Unknown types (and malformed bytes) come out as `\x…` hex text.
-pub fn decode(type_oid: u32, bytes: &[u8]) -> Value {
+pub(crate) fn decode(type_oid: u32, bytes: &[u8]) -> Value {
     decode_known(type_oid, bytes).unwrap_or_else(|| Value::String(hex(bytes)))
 }
 
@@ -296,7 +296,7 @@ fn timestamp_text(pg_micros: i64) -> String {
 /// Why a JSON value cannot bind to a parameter.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct EncodeError(pub String);
+pub(crate) struct EncodeError(pub String);
 
 /// Encodes `value` for a parameter of type `type_oid` (`type_name` for
 /// messages): `None` for SQL NULL.
@@ -304,7 +304,7 @@ pub struct EncodeError(pub String);
 /// # Errors
 /// [`EncodeError`] when the value does not fit the type, or the type is
 /// one this data source cannot bind (the message says how to cast).
-pub fn encode(type_oid: u32, type_name: &str, value: &Value) -> Result<Option<Vec<u8>>, EncodeError> {
+pub(crate) fn encode(type_oid: u32, type_name: &str, value: &Value) -> Result<Option<Vec<u8>>, EncodeError> {
     if value.is_null() {
         return Ok(None);
     }

@@ -224,7 +224,8 @@ pub async fn set_up(
     }
     // The demo catalog and the home come from their files; entries an
     // operator stored for the demo tenant win over them.
-    let offered: Vec<String> = std::iter::once(DEMO_CATALOG_LANGUAGE.to_owned()).chain(offered.iter().cloned()).collect();
+    let offered: Vec<String> =
+        std::iter::once(DEMO_CATALOG_LANGUAGE.to_owned()).chain(offered.iter().cloned()).collect();
     let base_url = format!("http://{world}");
     let mut entries = demo_entries(&base_url, &offered)?;
     entries.extend(demo_home_entries(&base_url)?);

@@ -11,7 +11,7 @@ use serde_json::Value;
 /// says what is wrong and how it should look.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum BrokerError {
+pub(crate) enum BrokerError {
     /// Occurs when a topic filter breaks MQTT 3.1.1 §4.7 or names a shared
     /// subscription itself.
     #[error("'{filter}' is not an MQTT topic filter: {why}")]
@@ -39,14 +39,14 @@ pub enum BrokerError {
 
 /// The prefix of the shared-subscription group every replica joins for a
 /// tenant: `pilotage-<tenant>`.
-pub const SHARE_GROUP_PREFIX: &str = "pilotage-";
+pub(crate) const SHARE_GROUP_PREFIX: &str = "pilotage-";
 
 /// Checks an MQTT topic filter (MQTT 3.1.1 §4.7): non-empty, `#` only as
 /// the whole last level, `+` only as a whole level, no NUL.
 ///
 /// # Errors
 /// [`BrokerError::Filter`] saying what is wrong.
-pub fn check_filter(filter: &str) -> Result<(), BrokerError> {
+pub(crate) fn check_filter(filter: &str) -> Result<(), BrokerError> {
     let bad = |why: &'static str| Err(BrokerError::Filter { filter: filter.to_owned(), why });
     if filter.is_empty() || filter.len() > 65_535 {
         return bad("it is empty or too long");
@@ -70,7 +70,7 @@ pub fn check_filter(filter: &str) -> Result<(), BrokerError> {
 }
 
 /// Whether `topic` matches `filter` (`+` one level, `#` the rest).
-pub fn matches(filter: &str, topic: &str) -> bool {
+pub(crate) fn matches(filter: &str, topic: &str) -> bool {
     let mut topic_levels = topic.split('/');
     for level in filter.split('/') {
         match (level, topic_levels.next()) {
@@ -84,14 +84,14 @@ pub fn matches(filter: &str, topic: &str) -> bool {
 }
 
 /// The shared subscription of `tenant`'s group for `filter`.
-pub fn shared(tenant: &str, filter: &str) -> String {
+pub(crate) fn shared(tenant: &str, filter: &str) -> String {
     format!("$share/{SHARE_GROUP_PREFIX}{tenant}/{filter}")
 }
 
 /// The tenant secret `mqtt:<broker>`: `{"url": "mqtt://host:port",
 /// "username"?, "password"?}` (the admin API checks it when it is stored).
 #[derive(Debug)]
-pub struct BrokerSecret {
+pub(crate) struct BrokerSecret {
     /// The broker's URL (`mqtt://` or `mqtts://`).
     pub url: String,
     /// The user name, when the broker wants credentials.
@@ -106,7 +106,7 @@ impl BrokerSecret {
     /// # Errors
     /// [`BrokerError`] saying what is wrong: not JSON, no `url`, a URL
     /// rumqttc does not accept.
-    pub fn parse(value: &str) -> Result<BrokerSecret, BrokerError> {
+    pub(crate) fn parse(value: &str) -> Result<BrokerSecret, BrokerError> {
         let config: Value = serde_json::from_str(value).map_err(|e| BrokerError::NotJson(e.to_string()))?;
         let url = config["url"].as_str().ok_or(BrokerError::NoUrl)?.to_owned();
         let secret = BrokerSecret {

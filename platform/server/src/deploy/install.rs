@@ -24,7 +24,7 @@ use crate::tenancy::LanguageSlot;
 /// outcome `error` (nothing is stored).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum InstallError {
+pub(crate) enum InstallError {
     /// Occurs when the installation's name is empty, too long, or holds a
     /// space, a control character or `/`.
     #[error("the installation is named {0:?}: a deployment name is 1 to 128 characters without spaces or '/'")]
@@ -36,7 +36,9 @@ pub enum InstallError {
     #[error(transparent)]
     Schedule(#[from] ScheduleError),
     /// Occurs when a webhook source is not registered in the tenant.
-    #[error("webhook source '{name}' is not registered in tenant '{tenant}': the operator stores its signing key as the secret 'webhook:{name}'")]
+    #[error(
+        "webhook source '{name}' is not registered in tenant '{tenant}': the operator stores its signing key as the secret 'webhook:{name}'"
+    )]
     WebhookSource {
         /// The tenant.
         tenant: String,
@@ -44,7 +46,9 @@ pub enum InstallError {
         name: String,
     },
     /// Occurs when an MQTT broker is not registered in the tenant.
-    #[error("MQTT broker '{broker}' is not registered in tenant '{tenant}': the operator stores its URL and credentials as the secret 'mqtt:{broker}'")]
+    #[error(
+        "MQTT broker '{broker}' is not registered in tenant '{tenant}': the operator stores its URL and credentials as the secret 'mqtt:{broker}'"
+    )]
     Broker {
         /// The tenant.
         tenant: String,
@@ -60,7 +64,9 @@ pub enum InstallError {
     Body(&'static str),
     /// Occurs when the tenant holds `max_deployments` deployments and the
     /// name is new.
-    #[error("quota max_deployments ({limit}) of tenant '{tenant}' is reached; remove a deployment or deploy under an existing name")]
+    #[error(
+        "quota max_deployments ({limit}) of tenant '{tenant}' is reached; remove a deployment or deploy under an existing name"
+    )]
     Quota {
         /// The tenant.
         tenant: String,
@@ -78,7 +84,7 @@ pub enum InstallError {
 
 /// What [`install`] stored.
 #[derive(Clone, Debug)]
-pub struct Installed {
+pub(crate) struct Installed {
     /// The deployment's name.
     pub name: String,
     /// Its version (1 for a new name).
@@ -95,7 +101,7 @@ pub struct Installed {
 /// # Errors
 /// [`InstallError`] for the installation Run's outcome (nothing is
 /// stored).
-pub async fn install(
+pub(crate) async fn install(
     context: &Context,
     slot: &LanguageSlot,
     installation: Installation,
@@ -114,12 +120,7 @@ pub async fn install(
         return Err(InstallError::NoTrigger);
     }
     let triggers = installation.triggers;
-    let secrets: BTreeSet<String> = platform
-        .store()
-        .secret_names(&principal.tenant)
-        .await?
-        .into_iter()
-        .collect();
+    let secrets: BTreeSet<String> = platform.store().secret_names(&principal.tenant).await?.into_iter().collect();
     let mut schedules = Vec::new();
     for trigger in &triggers {
         match trigger {
@@ -179,4 +180,3 @@ pub async fn install(
     changed(platform, &principal.tenant, &name).await;
     Ok(Installed { name, version, triggers, next_due: next })
 }
-

@@ -3,7 +3,7 @@
 
 use pilotage_store::StoreError;
 
-use super::model::{Deployment, DecodeError, next_due};
+use super::model::{DecodeError, Deployment, next_due};
 use super::publish::changed;
 use crate::tenancy::Platform;
 

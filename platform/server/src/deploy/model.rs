@@ -36,7 +36,7 @@ pub struct DecodeError {
 }
 
 /// The catalog entry id under which agents see deployment `name`.
-pub fn entry_id(name: &str) -> String {
+pub(crate) fn entry_id(name: &str) -> String {
     format!("deployment:{name}")
 }
 
@@ -44,22 +44,22 @@ pub fn entry_id(name: &str) -> String {
 /// (`family/version`): `<family>_deployment`, engine-defined per family as
 /// promoted programs' `<family>_program` is (Part II §5.4: an entry's kind
 /// belongs to its Language's kind set). Not callable.
-pub fn entry_kind(language: &str) -> String {
+pub(crate) fn entry_kind(language: &str) -> String {
     format!("{}_deployment", language.split('/').next().unwrap_or(language))
 }
 
 /// The prefix of a webhook source's secret: the operator stores the
 /// source's signing key as the tenant secret `webhook:<source>`.
-pub const WEBHOOK_SECRET_PREFIX: &str = "webhook:";
+pub(crate) const WEBHOOK_SECRET_PREFIX: &str = "webhook:";
 
 /// The prefix of an MQTT broker's secret: the tenant secret
 /// `mqtt:<broker>` holds `{"url": "mqtt://host:port", "username"?,
 /// "password"?}`.
-pub const MQTT_SECRET_PREFIX: &str = "mqtt:";
+pub(crate) const MQTT_SECRET_PREFIX: &str = "mqtt:";
 
 /// A stored deployment, decoded.
 #[derive(Clone, Debug)]
-pub struct Deployment {
+pub(crate) struct Deployment {
     /// The row as stored.
     pub row: DeploymentRow,
     /// Its triggers.
@@ -75,7 +75,7 @@ impl Deployment {
     ///
     /// # Errors
     /// [`DecodeError`] when a JSON column does not decode (a corrupt row).
-    pub fn from_row(row: DeploymentRow) -> Result<Deployment, DecodeError> {
+    pub(crate) fn from_row(row: DeploymentRow) -> Result<Deployment, DecodeError> {
         fn column<T: serde::de::DeserializeOwned>(
             row: &DeploymentRow,
             column: &'static str,
@@ -96,7 +96,7 @@ impl Deployment {
 
     /// The schedules among its triggers, parsed (a stored schedule parsed
     /// when it was installed).
-    pub fn schedules(&self) -> Vec<Schedule> {
+    pub(crate) fn schedules(&self) -> Vec<Schedule> {
         self.triggers
             .iter()
             .filter_map(|trigger| match trigger {
@@ -107,7 +107,7 @@ impl Deployment {
     }
 
     /// What the admin API and the agents' catalog show.
-    pub fn view(&self) -> Value {
+    pub(crate) fn view(&self) -> Value {
         json!({
             "name": self.row.name,
             "language": self.row.language,
@@ -126,7 +126,6 @@ impl Deployment {
     }
 }
 
-
 impl Deployment {
     /// The catalog entry agents see (Part II §5.4). Its fields change only
     /// when the deployment is replaced, enabled or disabled — never per
@@ -134,7 +133,7 @@ impl Deployment {
     /// visible to a caller who may see every entry the body references
     /// (their visibility scopes, read from `catalog` now; a reference that
     /// no longer exists adds none, and its firing refuses on drift).
-    pub fn catalog_entry(&self, catalog: &TenantCatalog) -> StoredEntry {
+    pub(crate) fn catalog_entry(&self, catalog: &TenantCatalog) -> StoredEntry {
         let row = &self.row;
         let mut visibility: Vec<String> =
             self.baseline.keys().filter_map(|id| catalog.stored(id)).flat_map(|s| s.visibility.clone()).collect();
@@ -179,7 +178,7 @@ impl Deployment {
 }
 
 /// The first tick of any of `schedules` strictly after `after_ms`.
-pub fn next_due(schedules: &[Schedule], after_ms: i64) -> Option<i64> {
+pub(crate) fn next_due(schedules: &[Schedule], after_ms: i64) -> Option<i64> {
     schedules.iter().filter_map(|schedule| schedule.next_after(after_ms)).min()
 }
 
@@ -187,7 +186,7 @@ pub fn next_due(schedules: &[Schedule], after_ms: i64) -> Option<i64> {
 ///
 /// # Errors
 /// [`StoreError`] when the store fails.
-pub async fn of_tenant(store: &Store, tenant: &str) -> Result<Vec<Deployment>, StoreError> {
+pub(crate) async fn of_tenant(store: &Store, tenant: &str) -> Result<Vec<Deployment>, StoreError> {
     let rows = store.deployments_of_tenant(tenant).await?;
     Ok(rows
         .into_iter()
@@ -201,4 +200,3 @@ pub async fn of_tenant(store: &Store, tenant: &str) -> Result<Vec<Deployment>, S
         })
         .collect())
 }
-

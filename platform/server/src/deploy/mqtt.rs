@@ -35,7 +35,7 @@ use super::state::{MqttConnection, SubscriptionKey};
 use crate::tenancy::{Platform, SecretValueError};
 
 /// How often MQTT subscriptions are brought in line with the store.
-pub const SUBSCRIPTIONS_PERIOD: Duration = Duration::from_secs(5);
+pub(crate) const SUBSCRIPTIONS_PERIOD: Duration = Duration::from_secs(5);
 
 /// Occurs when a broker cannot be connected.
 #[derive(Debug, thiserror::Error)]
@@ -52,7 +52,7 @@ enum ConnectError {
 /// Keeps this replica's MQTT subscriptions in line with the store until
 /// `shutdown`: after every local change, and every
 /// [`SUBSCRIPTIONS_PERIOD`] for changes made through other replicas.
-pub async fn follow_subscriptions(platform: Platform, shutdown: CancellationToken) {
+pub(crate) async fn follow_subscriptions(platform: Platform, shutdown: CancellationToken) {
     loop {
         refresh(&platform).await;
         tokio::select! {
@@ -65,7 +65,7 @@ pub async fn follow_subscriptions(platform: Platform, shutdown: CancellationToke
 
 /// Brings connections and subscriptions in line with the enabled
 /// deployments' MQTT triggers in the store.
-pub async fn refresh(platform: &Platform) {
+pub(crate) async fn refresh(platform: &Platform) {
     let rows = match platform.store().deployments_with_trigger("mqtt").await {
         Ok(rows) => rows,
         Err(error) => {

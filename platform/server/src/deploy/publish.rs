@@ -6,7 +6,7 @@
 
 use pilotage_store::StoreError;
 
-use super::model::{Deployment, DecodeError, entry_id, of_tenant};
+use super::model::{DecodeError, Deployment, entry_id, of_tenant};
 use crate::fleet::announce::{Change, announce};
 use crate::tenancy::{Platform, Tenant};
 
@@ -29,7 +29,7 @@ pub enum PublishError {
 ///
 /// # Errors
 /// [`PublishError`] when the store fails or the row does not decode.
-pub async fn publish(platform: &Platform, tenant: &Tenant, name: &str) -> Result<(), PublishError> {
+pub(crate) async fn publish(platform: &Platform, tenant: &Tenant, name: &str) -> Result<(), PublishError> {
     let row = platform.store().deployment_get(&tenant.id, name).await?;
     match row {
         Some(row) => {
@@ -51,7 +51,7 @@ pub async fn publish(platform: &Platform, tenant: &Tenant, name: &str) -> Result
 ///
 /// # Errors
 /// [`PublishError`] when the store fails.
-pub async fn publish_all(platform: &Platform, tenant: &Tenant) -> Result<usize, PublishError> {
+pub(crate) async fn publish_all(platform: &Platform, tenant: &Tenant) -> Result<usize, PublishError> {
     let deployments = of_tenant(platform.store(), &tenant.id).await?;
     let count = deployments.len();
     tenant.with_catalog(|catalog| {
@@ -63,7 +63,7 @@ pub async fn publish_all(platform: &Platform, tenant: &Tenant) -> Result<usize, 
 
 /// Tells this replica's catalog and the other replicas that deployment
 /// `name` of `tenant` changed in the store.
-pub async fn changed(platform: &Platform, tenant: &str, name: &str) {
+pub(crate) async fn changed(platform: &Platform, tenant: &str, name: &str) {
     platform.deployments().changed();
     if let Some(live) = platform.tenant(tenant)
         && let Err(error) = publish(platform, &live, name).await
@@ -72,4 +72,3 @@ pub async fn changed(platform: &Platform, tenant: &str, name: &str) {
     }
     announce(platform, vec![Change::Deployment { tenant: tenant.to_owned(), name: name.to_owned() }]).await;
 }
-

@@ -29,22 +29,22 @@ use crate::operations::{Caller, Context};
 use crate::tenancy::{Platform, Principal};
 
 /// How late a tick may be found and still count as on time.
-pub const MISSED_GRACE_MS: i64 = 30_000;
+pub(crate) const MISSED_GRACE_MS: i64 = 30_000;
 
 /// How long the scheduler sleeps at most between two reads of the store
 /// (deployments installed through another replica are seen this soon).
-pub const SCHEDULER_PERIOD: Duration = Duration::from_secs(1);
+pub(crate) const SCHEDULER_PERIOD: Duration = Duration::from_secs(1);
 
 /// How long firing claims are kept (their Runs follow their own
 /// retention).
-pub const KEEP_FIRINGS_MS: i64 = 7 * 86_400_000;
+pub(crate) const KEEP_FIRINGS_MS: i64 = 7 * 86_400_000;
 
 /// Due deployments handled per pass.
 const DUE_BATCH: i64 = 256;
 
 /// Runs the scheduler until `shutdown`: fires due schedule ticks, then
 /// sleeps until the next tick (at most [`SCHEDULER_PERIOD`]).
-pub async fn scheduler(platform: Platform, shutdown: CancellationToken) {
+pub(crate) async fn scheduler(platform: Platform, shutdown: CancellationToken) {
     let deployments = platform.deployments();
     loop {
         let now = platform.clock().now_ms();
@@ -131,13 +131,13 @@ async fn take_tick(platform: &Platform, row: pilotage_store::DeploymentRow, now:
 /// Fires `deployment` for one trigger instance (`schedule:<tick>`,
 /// `webhook:<delivery>`, `mqtt:<message>`): claims the instance, checks
 /// the `max_firings_per_minute` quota, and runs the body as the deployer
-/// (`operations::execute::fire`) with `at_ms` as its clock. `since_ms` is
+/// (`operations::firing::fire`) with `at_ms` as its clock. `since_ms` is
 /// when the instance happened on the deployments' clock (a tick's due
 /// time, an event's receipt), for the `pilotage_firing_delay_seconds`
 /// metric. Returns the firing's `run_id`, or none when the instance was
 /// already claimed, the quota refused it, or the deployment's tenant or
 /// Language is gone (logged and counted).
-pub async fn fire(
+pub(crate) async fn fire(
     platform: &Platform,
     deployment: &Deployment,
     instance: &str,
@@ -206,7 +206,7 @@ pub async fn fire(
     let input = json!({"trigger": trigger, "event": event, "at": rfc3339(at_ms)});
     let delay = u64::try_from(platform.clock().now_ms() - since_ms).unwrap_or(0);
     let delay = Some(std::time::Duration::from_millis(delay));
-    match crate::operations::execute::fire(&context, &slot, deployment, input, at_ms, &run_id).await {
+    match crate::operations::firing::fire(&context, &slot, deployment, input, at_ms, &run_id).await {
         Ok(response) => {
             tracing::info!(tenant = %row.tenant, deployment = %row.name, %instance, %run_id, status = %response.outcome.status, "deployment fired");
             metrics.firing(kind, if response.outcome.ok { "ok" } else { "failed" }, delay);

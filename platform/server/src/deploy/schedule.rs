@@ -17,7 +17,7 @@ use croner::parser::{CronParser, Seconds};
 /// the deployer.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum ScheduleError {
+pub(crate) enum ScheduleError {
     /// Occurs when the zone is not an IANA time zone name.
     #[error("'{0}' is not an IANA time zone name (for example Europe/Paris or America/New_York)")]
     TimeZone(String),
@@ -41,7 +41,7 @@ pub enum ScheduleError {
 
 /// A parsed schedule.
 #[derive(Clone, Debug)]
-pub struct Schedule {
+pub(crate) struct Schedule {
     cron: Cron,
     zone: Tz,
 }
@@ -52,7 +52,7 @@ impl Schedule {
     ///
     /// # Errors
     /// [`ScheduleError`] naming what is wrong.
-    pub fn parse(pattern: &str, time_zone: &str) -> Result<Schedule, ScheduleError> {
+    pub(crate) fn parse(pattern: &str, time_zone: &str) -> Result<Schedule, ScheduleError> {
         let zone = Tz::from_str(time_zone).map_err(|_| ScheduleError::TimeZone(time_zone.to_owned()))?;
         let fields = pattern.split_whitespace().count();
         if !(5..=6).contains(&fields) {
@@ -68,7 +68,7 @@ impl Schedule {
 
     /// The first tick strictly after `after_ms` (ms since the Unix epoch),
     /// or none when the pattern never matches again.
-    pub fn next_after(&self, after_ms: i64) -> Option<i64> {
+    pub(crate) fn next_after(&self, after_ms: i64) -> Option<i64> {
         let start = self.zone.timestamp_millis_opt(after_ms).single()?;
         let next: DateTime<Tz> = self.cron.find_next_occurrence(&start, false).ok()?;
         Some(next.with_timezone(&Utc).timestamp_millis())
@@ -76,7 +76,7 @@ impl Schedule {
 
     /// The last tick at or before `at_ms`, when there is one (the missed-tick
     /// policy fires only the latest missed tick).
-    pub fn latest_at_or_before(&self, at_ms: i64) -> Option<i64> {
+    pub(crate) fn latest_at_or_before(&self, at_ms: i64) -> Option<i64> {
         let start = self.zone.timestamp_millis_opt(at_ms).single()?;
         let previous: DateTime<Tz> = self.cron.find_previous_occurrence(&start, true).ok()?;
         Some(previous.with_timezone(&Utc).timestamp_millis())

@@ -1,7 +1,7 @@
 //! The deployment runtime's state in a [`Platform`](crate::tenancy::Platform):
 //! the wake-ups of the scheduler and of the MQTT follower, and this
 //! replica's broker connections. The logic that uses it is in
-//! [`runtime`](super::runtime) and [`mqtt`](super::mqtt).
+//! `runtime` and `mqtt`.
 
 use std::collections::BTreeMap;
 
@@ -13,7 +13,7 @@ use tokio::task::JoinHandle;
 pub type SubscriptionKey = (String, String, String);
 
 /// One broker connection and the task reading its events.
-pub(crate) struct MqttConnection {
+pub struct MqttConnection {
     pub(crate) client: AsyncClient,
     pub(crate) task: JoinHandle<()>,
 }

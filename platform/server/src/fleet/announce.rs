@@ -11,7 +11,7 @@ use crate::tenancy::Platform;
 
 /// One item of a tenant's state that changed.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Change {
+pub(crate) enum Change {
     /// The tenant's row: created, updated (disabled, quotas) or deleted.
     Tenant {
         /// The tenant.
@@ -58,7 +58,7 @@ pub enum Change {
 
 impl Change {
     /// The tenant it belongs to.
-    pub fn tenant(&self) -> &str {
+    pub(crate) fn tenant(&self) -> &str {
         match self {
             Change::Tenant { tenant }
             | Change::Language { tenant, .. }
@@ -84,7 +84,7 @@ impl Change {
 
     /// The change a log row names; `None` for a kind this version does not
     /// know (a newer replica's), which is skipped.
-    pub fn from_row(row: &ChangeRow) -> Option<Change> {
+    pub(crate) fn from_row(row: &ChangeRow) -> Option<Change> {
         let tenant = row.tenant.clone();
         let name = row.name.clone();
         Some(match row.kind.as_str() {
@@ -104,7 +104,7 @@ impl Change {
 /// the change itself is made and stored, and the caller's answer should
 /// say so; the other replicas then see it at their next reconcile or
 /// restart.
-pub async fn announce(platform: &Platform, changes: Vec<Change>) {
+pub(crate) async fn announce(platform: &Platform, changes: Vec<Change>) {
     if changes.is_empty() || !platform.store().is_shared() {
         return;
     }

@@ -25,32 +25,32 @@ use tokio_util::sync::CancellationToken;
 
 use super::announce::Change;
 use crate::deploy::publish::{PublishError, publish, publish_all};
-use crate::tenancy::load::{self, LoadError};
 use crate::tenancy::Platform;
+use crate::tenancy::load::{self, LoadError};
 
 /// How often a follower reads the log even without a notification.
-pub const CATCH_UP_EVERY: Duration = Duration::from_secs(5);
+pub(crate) const CATCH_UP_EVERY: Duration = Duration::from_secs(5);
 
 /// How far back each read also looks, whatever the positions already read:
 /// a change whose transaction committed after a later-numbered one is
 /// still seen (transactions that announce are single statements, far
 /// shorter than this).
-pub const LATE_COMMIT_WINDOW_MS: i64 = 10_000;
+pub(crate) const LATE_COMMIT_WINDOW_MS: i64 = 10_000;
 
 /// How long the log keeps a change. A follower that could not read it for
 /// longer than [`RECONCILE_AFTER`] reloads every stored item instead.
-pub const KEEP_CHANGES_MS: i64 = 24 * 3_600_000;
+pub(crate) const KEEP_CHANGES_MS: i64 = 24 * 3_600_000;
 
 /// After this long without a successful read, a follower reconciles every
 /// stored item rather than trust the log (well inside
 /// [`KEEP_CHANGES_MS`]).
-pub const RECONCILE_AFTER: Duration = Duration::from_secs(3_600);
+pub(crate) const RECONCILE_AFTER: Duration = Duration::from_secs(3_600);
 
 /// Occurs when a change cannot be applied here; the follower logs it and
 /// goes on (the next reconcile or restart applies the item again).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum ApplyError {
+pub(crate) enum ApplyError {
     /// Occurs when the store cannot be read.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -67,7 +67,7 @@ pub enum ApplyError {
 /// # Errors
 /// [`ApplyError`] when the store cannot be read or a stored item cannot be
 /// loaded (a component that does not load, a row that does not parse).
-pub async fn apply(platform: &Platform, change: &Change) -> Result<(), ApplyError> {
+pub(crate) async fn apply(platform: &Platform, change: &Change) -> Result<(), ApplyError> {
     let store = platform.store();
     if let Change::Tenant { tenant } = change {
         match store.tenant(tenant).await? {
@@ -164,7 +164,7 @@ pub async fn apply(platform: &Platform, change: &Change) -> Result<(), ApplyErro
 ///
 /// # Errors
 /// [`StoreError`] when the store cannot be read.
-pub async fn reconcile_all(platform: &Platform) -> Result<usize, StoreError> {
+pub(crate) async fn reconcile_all(platform: &Platform) -> Result<usize, StoreError> {
     let store = platform.store();
     let mut changes = Vec::new();
     let mut tenants: BTreeSet<String> = store.tenants(Scope::Every).await?.into_iter().map(|row| row.id).collect();
@@ -216,7 +216,7 @@ struct Position {
 
 /// What one read of the log did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CatchUp {
+pub(crate) struct CatchUp {
     /// Changes applied.
     pub applied: usize,
     /// Changes that failed to apply (logged).
@@ -296,7 +296,7 @@ async fn listen(database_url: String, wake: Arc<tokio::sync::Notify>) {
 /// Follows the change log of the store at `database_url` from position
 /// `from` (read before this replica loaded its tenants) until `shutdown`:
 /// woken by `NOTIFY`, and every [`CATCH_UP_EVERY`] regardless.
-pub async fn follow(platform: Platform, database_url: String, from: i64, shutdown: CancellationToken) {
+pub(crate) async fn follow(platform: Platform, database_url: String, from: i64, shutdown: CancellationToken) {
     let wake = Arc::new(tokio::sync::Notify::new());
     let listener = tokio::spawn(listen(database_url, wake.clone()));
     let mut position = Position { last: from, seen: HashMap::new(), read_at: std::time::Instant::now() };

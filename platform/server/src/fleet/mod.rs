@@ -22,6 +22,6 @@
 //! Times compared across replicas (the log, session liveness) come from the
 //! system clock.
 
-pub mod announce;
-pub mod follow;
-pub mod sessions;
+pub(crate) mod announce;
+pub(crate) mod follow;
+pub(crate) mod sessions;

@@ -33,25 +33,25 @@ use pilotage_store::{SessionRow, Store};
 
 /// How often one replica refreshes a session's `last_seen` while serving
 /// it, at most.
-pub const TOUCH_EVERY: Duration = Duration::from_secs(10);
+pub(crate) const TOUCH_EVERY: Duration = Duration::from_secs(10);
 
 /// The shared-session state the HTTP edge consults. Cheap to clone.
 #[derive(Clone, Debug)]
-pub struct SharedSessions {
+pub(crate) struct SharedSessions {
     store: Store,
     touched: Arc<Mutex<HashMap<String, Instant>>>,
 }
 
 impl SharedSessions {
     /// Sessions stored in `store`.
-    pub fn new(store: Store) -> SharedSessions {
+    pub(crate) fn new(store: Store) -> SharedSessions {
         SharedSessions { store, touched: Arc::new(Mutex::new(HashMap::new())) }
     }
 
     /// The stored owner of session `id`; `None` when it is not stored or
     /// the store cannot be read (logged), so the request is answered as
     /// for an unknown session.
-    pub async fn owner(&self, id: &str) -> Option<SessionOwner> {
+    pub(crate) async fn owner(&self, id: &str) -> Option<SessionOwner> {
         match self.store.session_get(id).await {
             Ok(row) => row.map(|row| SessionOwner { tenant: row.tenant, subject: row.subject }),
             Err(error) => {
@@ -64,7 +64,7 @@ impl SharedSessions {
     /// Notes that this replica serves session `id` now; refreshes its
     /// `last_seen` in the store when this replica last did so more than
     /// [`TOUCH_EVERY`] ago (in the background).
-    pub fn touch(&self, id: &str) {
+    pub(crate) fn touch(&self, id: &str) {
         {
             let mut touched = self.touched.lock().unwrap_or_else(|p| p.into_inner());
             let now = Instant::now();
@@ -87,7 +87,7 @@ impl SharedSessions {
     /// Ends this replica's copy of session `id` (idle, or the replica
     /// stops): the session itself ends, with its runs, only when no
     /// replica used it within `idle`.
-    pub async fn close_local(&self, id: &str, idle: Duration) {
+    pub(crate) async fn close_local(&self, id: &str, idle: Duration) {
         self.touched.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
         // A use by another replica may be up to TOUCH_EVERY older in the
         // store than it was: allow for it twice (this replica's and theirs).
@@ -104,14 +104,14 @@ impl SharedSessions {
 /// rmcp's session store over the `mcp_sessions` table. The owner of a new
 /// session is the principal its binding names (bound before rmcp stores it,
 /// `mcp::sessions`).
-pub struct StoredSessions {
+pub(crate) struct StoredSessions {
     store: Store,
     bindings: SessionBindings,
 }
 
 impl StoredSessions {
     /// The store for `bindings`' sessions.
-    pub fn new(store: Store, bindings: SessionBindings) -> StoredSessions {
+    pub(crate) fn new(store: Store, bindings: SessionBindings) -> StoredSessions {
         StoredSessions { store, bindings }
     }
 }

@@ -31,7 +31,7 @@ use pilotage_protocol::jsonrpc;
 
 /// The layer's settings.
 #[derive(Clone, Copy, Debug)]
-pub struct Compat {
+pub(crate) struct Compat {
     /// Largest body read, in bytes.
     pub max_body_bytes: usize,
     /// Time allowed for one POST.
@@ -64,7 +64,7 @@ fn accepts(request: &Request, media: &str) -> bool {
 }
 
 /// The middleware function.
-pub async fn compat(State(settings): State<Compat>, request: Request, next: Next) -> Response {
+pub(crate) async fn compat(State(settings): State<Compat>, request: Request, next: Next) -> Response {
     if request.method() == Method::DELETE {
         // Ending a session: rmcp answers 202; clients that only accept 200
         // or 204 for a completed DELETE get 204, which every client takes.

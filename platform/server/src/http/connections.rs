@@ -41,7 +41,7 @@ use tokio_util::sync::CancellationToken;
 
 /// The bounds of one listener's connections.
 #[derive(Clone, Copy, Debug)]
-pub struct ConnectionLimits {
+pub(crate) struct ConnectionLimits {
     /// Time to send a complete request head; also the idle time of a
     /// keep-alive connection between requests.
     pub header_read_timeout: Duration,
@@ -59,7 +59,7 @@ impl Default for ConnectionLimits {
 
 impl ConnectionLimits {
     /// From the server settings.
-    pub fn from_settings(settings: &crate::settings::Settings) -> ConnectionLimits {
+    pub(crate) fn from_settings(settings: &crate::settings::Settings) -> ConnectionLimits {
         ConnectionLimits {
             header_read_timeout: Duration::from_millis(settings.header_read_timeout_ms),
             max_connections: settings.max_connections,
@@ -72,7 +72,7 @@ impl ConnectionLimits {
 ///
 /// # Errors
 /// The error of `accept`.
-pub async fn accept(listener: &TcpListener) -> std::io::Result<TcpStream> {
+pub(crate) async fn accept(listener: &TcpListener) -> std::io::Result<TcpStream> {
     let (stream, _peer) = listener.accept().await?;
     if let Err(error) = stream.set_nodelay(true) {
         tracing::debug!(%error, "cannot set TCP_NODELAY on an accepted connection");
@@ -99,7 +99,7 @@ fn is_connection_error(error: &std::io::Error) -> bool {
 /// # Errors
 /// None today (accept errors are logged and retried); the `Result` keeps
 /// the shape of `axum::serve`.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: TcpListener,
     router: Router,
     limits: ConnectionLimits,
@@ -159,12 +159,12 @@ pub async fn serve(
 
 /// The deadline of a request body (setting `body_read_timeout_ms`).
 #[derive(Clone, Copy, Debug)]
-pub struct BodyDeadline(pub Duration);
+pub(crate) struct BodyDeadline(pub Duration);
 
 /// An error a body yields when its deadline passes.
 #[derive(Debug, thiserror::Error)]
 #[error("the request body did not arrive within {0} ms")]
-pub struct BodyTooSlow(u128);
+pub(crate) struct BodyTooSlow(u128);
 
 /// A middleware bounding the time a request's body may take to arrive,
 /// counted from when the request reaches it (its head read). The body is
@@ -172,7 +172,7 @@ pub struct BodyTooSlow(u128);
 /// reading its body still do. When the deadline passes the body yields an
 /// error, and whatever the handler answered is replaced by 408 with
 /// `Connection: close` (the admin API's error body).
-pub async fn body_deadline(State(deadline): State<BodyDeadline>, request: Request, next: Next) -> Response {
+pub(crate) async fn body_deadline(State(deadline): State<BodyDeadline>, request: Request, next: Next) -> Response {
     let limit = deadline.0;
     let until = tokio::time::Instant::now() + limit;
     let expired = Arc::new(AtomicBool::new(false));

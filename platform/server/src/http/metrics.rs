@@ -25,7 +25,7 @@ use pilotage_telemetry::metrics::TEXT_CONTENT_TYPE;
 
 /// What `/metrics` serves and who may read it.
 #[derive(Clone, Debug)]
-pub struct MetricsEndpoint {
+pub(crate) struct MetricsEndpoint {
     platform: Platform,
     listeners: Arc<Listeners>,
     /// The bearer token a scrape must present, if any.
@@ -36,7 +36,7 @@ impl MetricsEndpoint {
     /// The endpoint of `platform`'s metrics (with the sessions and
     /// subscriptions of `listeners` as gauges), protected by `token` when
     /// given.
-    pub fn new(platform: Platform, listeners: Arc<Listeners>, token: Option<&str>) -> MetricsEndpoint {
+    pub(crate) fn new(platform: Platform, listeners: Arc<Listeners>, token: Option<&str>) -> MetricsEndpoint {
         MetricsEndpoint { platform, listeners, token: token.map(Arc::from) }
     }
 
@@ -55,7 +55,7 @@ impl MetricsEndpoint {
 /// required and not presented; else the exposition, with the gauges read
 /// now (open sessions and subscriptions, tenants, enabled deployments,
 /// MQTT subscriptions).
-pub async fn metrics_get(State(endpoint): State<MetricsEndpoint>, headers: HeaderMap) -> Response {
+pub(crate) async fn metrics_get(State(endpoint): State<MetricsEndpoint>, headers: HeaderMap) -> Response {
     if !endpoint.admits(&headers) {
         let mut response =
             (StatusCode::UNAUTHORIZED, "a bearer token is required to read the metrics\n").into_response();
@@ -73,11 +73,11 @@ pub async fn metrics_get(State(endpoint): State<MetricsEndpoint>, headers: Heade
 
 /// The main listener's `/metrics` when it does not serve the metrics
 /// (they are off, or on a listener of their own): 404.
-pub async fn metrics_not_served() -> Response {
+pub(crate) async fn metrics_not_served() -> Response {
     (StatusCode::NOT_FOUND, "metrics are not served on this listener\n").into_response()
 }
 
 /// A router serving `/metrics` and nothing else.
-pub fn router(endpoint: MetricsEndpoint) -> Router {
+pub(crate) fn router(endpoint: MetricsEndpoint) -> Router {
     Router::new().route("/metrics", get(metrics_get)).with_state(endpoint)
 }

@@ -36,7 +36,7 @@ use serde_json::json;
 
 /// Which ports an allowed origin covers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ports {
+pub(crate) enum Ports {
     /// `scheme://host:*`
     Any,
     /// An explicit port, or the scheme's default when the entry has none
@@ -46,7 +46,7 @@ pub enum Ports {
 
 /// One entry of `allowed_origins`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum AllowedOrigin {
+pub(crate) enum AllowedOrigin {
     /// `*`: every origin.
     Any,
     /// `null`: the opaque origin.
@@ -65,7 +65,7 @@ pub enum AllowedOrigin {
 /// Occurs when an entry of `allowed_origins` is not an origin pattern.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum OriginError {
+pub(crate) enum OriginError {
     /// Occurs when the text is not `scheme://host[:port]`.
     #[error("'{0}' is not an origin (scheme://host[:port])")]
     NotAnOrigin(String),
@@ -118,7 +118,7 @@ impl AllowedOrigin {
     /// # Errors
     /// [`OriginError`] naming the entry when it is not `*`, `null` or
     /// `scheme://host[:port|:*]`.
-    pub fn parse(text: &str) -> Result<AllowedOrigin, OriginError> {
+    pub(crate) fn parse(text: &str) -> Result<AllowedOrigin, OriginError> {
         let text = text.trim();
         if text == "*" {
             return Ok(AllowedOrigin::Any);
@@ -154,20 +154,37 @@ impl AllowedOrigin {
     }
 }
 
+/// Why a request's `Origin` is refused (403, before anything else).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub(crate) enum OriginRefused {
+    /// Occurs when a request carries more than one `Origin` header.
+    #[error("Forbidden: more than one Origin header")]
+    Several,
+    /// Occurs when the `Origin` header is not an origin.
+    #[error("Forbidden: the Origin header '{0}' is not an origin")]
+    NotAnOrigin(String),
+    /// Occurs when the origin is not one of `allowed_origins`.
+    #[error(
+        "Forbidden: Origin '{0}' is not allowed on this server; requests from web pages must come from an origin listed in the server's allowed_origins setting"
+    )]
+    NotAllowed(String),
+}
+
 /// The origins a server accepts.
 #[derive(Clone, Debug)]
-pub struct OriginPolicy {
+pub(crate) struct OriginPolicy {
     allowed: Vec<AllowedOrigin>,
 }
 
 /// The loopback origins allowed by default, any port.
-pub const LOOPBACK_ORIGINS: [&str; 3] = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"];
+pub(crate) const LOOPBACK_ORIGINS: [&str; 3] = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"];
 
 impl OriginPolicy {
     /// The policy of `allowed_origins` (entries that do not parse are
     /// skipped; `Settings::check` refuses them at start), or the default
     /// for `public_url` when the list is empty.
-    pub fn new(allowed_origins: &[String], public_url: &str) -> OriginPolicy {
+    pub(crate) fn new(allowed_origins: &[String], public_url: &str) -> OriginPolicy {
         let entries: Vec<String> = if allowed_origins.is_empty() {
             let mut entries: Vec<String> = LOOPBACK_ORIGINS.iter().map(|origin| (*origin).to_owned()).collect();
             if let Ok(url) = reqwest::Url::parse(public_url) {
@@ -183,15 +200,16 @@ impl OriginPolicy {
     /// Whether a request with these headers may proceed.
     ///
     /// # Errors
-    /// The message of the 403 when its `Origin` is not allowed.
-    pub fn check(&self, headers: &HeaderMap) -> Result<(), String> {
+    /// [`OriginRefused`], the message of the 403, when its `Origin` is not
+    /// allowed.
+    pub(crate) fn check(&self, headers: &HeaderMap) -> Result<(), OriginRefused> {
         let mut values = headers.get_all(header::ORIGIN).iter();
         let Some(value) = values.next() else { return Ok(()) };
         if values.next().is_some() {
-            return Err("Forbidden: more than one Origin header".to_owned());
+            return Err(OriginRefused::Several);
         }
         let Ok(text) = value.to_str() else {
-            return Err("Forbidden: the Origin header is not an origin".to_owned());
+            return Err(OriginRefused::NotAnOrigin(String::from_utf8_lossy(value.as_bytes()).into_owned()));
         };
         let text = text.trim();
         let origin = if text.eq_ignore_ascii_case("null") {
@@ -199,16 +217,13 @@ impl OriginPolicy {
         } else {
             match parse_tuple(text, false) {
                 Ok((tuple, _)) => Some(tuple),
-                Err(_) => return Err(format!("Forbidden: the Origin header '{text}' is not an origin")),
+                Err(_) => return Err(OriginRefused::NotAnOrigin(text.to_owned())),
             }
         };
         if self.allowed.iter().any(|allowed| allowed.admits(&origin)) {
             Ok(())
         } else {
-            Err(format!(
-                "Forbidden: Origin '{text}' is not allowed on this server; requests from web pages must come from an \
-                 origin listed in the server's allowed_origins setting"
-            ))
+            Err(OriginRefused::NotAllowed(text.to_owned()))
         }
     }
 }
@@ -221,19 +236,21 @@ fn forbidden(body: serde_json::Value) -> Response {
 
 /// The middleware of the MCP endpoints: a refused Origin gets 403 with a
 /// JSON-RPC error without `id` (as the MCP transport allows).
-pub async fn mcp_origin(State(policy): State<Arc<OriginPolicy>>, request: Request, next: Next) -> Response {
+pub(crate) async fn mcp_origin(State(policy): State<Arc<OriginPolicy>>, request: Request, next: Next) -> Response {
     match policy.check(request.headers()) {
         Ok(()) => next.run(request).await,
-        Err(message) => forbidden(json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": message}})),
+        Err(refused) => {
+            forbidden(json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": refused.to_string()}}))
+        }
     }
 }
 
 /// The middleware of the admin API: a refused Origin gets 403 with the
 /// admin API's error body.
-pub async fn admin_origin(State(policy): State<Arc<OriginPolicy>>, request: Request, next: Next) -> Response {
+pub(crate) async fn admin_origin(State(policy): State<Arc<OriginPolicy>>, request: Request, next: Next) -> Response {
     match policy.check(request.headers()) {
         Ok(()) => next.run(request).await,
-        Err(message) => forbidden(json!({"error": {"code": "forbidden_origin", "message": message}})),
+        Err(refused) => forbidden(json!({"error": {"code": "forbidden_origin", "message": refused.to_string()}})),
     }
 }
 

@@ -35,19 +35,19 @@ use crate::mcp::session_binding::{PendingSession, SessionBindingError, SessionBi
 use crate::tenancy::Principal;
 
 /// The session header of Streamable HTTP.
-pub const SESSION_HEADER: HeaderName = HeaderName::from_static("mcp-session-id");
+pub(crate) const SESSION_HEADER: HeaderName = HeaderName::from_static("mcp-session-id");
 
 /// The id put in place of a session id the caller does not hold. It is not
 /// of the form rmcp issues (a UUID), so no session ever has it.
-pub const UNKNOWN_SESSION_ID: &str = "pilotage-unknown-session";
+pub(crate) const UNKNOWN_SESSION_ID: &str = "pilotage-unknown-session";
 
 /// The JSON-RPC error code of a refused `initialize` (the start of
 /// JSON-RPC's implementation-defined server-error range).
-pub const SESSION_CEILING_CODE: i64 = -32000;
+pub(crate) const SESSION_CEILING_CODE: i64 = -32000;
 
 /// The layer's state.
 #[derive(Clone, Debug)]
-pub struct SessionBinding {
+pub(crate) struct SessionBinding {
     /// The bindings and ceilings.
     pub bindings: SessionBindings,
     /// Largest body read to recognise an `initialize`, in bytes (the
@@ -80,7 +80,7 @@ fn ceiling_refusal(error: &SessionBindingError, id: Value) -> Response {
 }
 
 /// The middleware function.
-pub async fn session_binding(State(layer): State<SessionBinding>, mut request: Request, next: Next) -> Response {
+pub(crate) async fn session_binding(State(layer): State<SessionBinding>, mut request: Request, next: Next) -> Response {
     let caller = request.extensions().get::<Principal>().map(SessionOwner::of);
     if let Some(value) = request.headers().get(&SESSION_HEADER) {
         let id = value.to_str().ok().map(str::to_owned);

@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use pilotage_engine::execution::Invoker;
-use pilotage_protocol::catalog::CatalogEntry;
 use pilotage_engine::catalog::HttpBinding;
+use pilotage_engine::effects::{InvokeError, Invoker};
+use pilotage_protocol::catalog::CatalogEntry;
 
 /// Invokes entries over HTTP. Blocking: it runs on the Run's own thread
 /// and drives the request on the server's runtime.
-pub struct HttpInvoker {
+pub(crate) struct HttpInvoker {
     client: reqwest::Client,
     runtime: tokio::runtime::Handle,
     bindings: Arc<BTreeMap<String, HttpBinding>>,
@@ -23,7 +23,7 @@ pub struct HttpInvoker {
 
 impl HttpInvoker {
     /// An invoker for `bindings` (entry id → binding).
-    pub fn new(
+    pub(crate) fn new(
         client: reqwest::Client,
         runtime: tokio::runtime::Handle,
         bindings: Arc<BTreeMap<String, HttpBinding>>,
@@ -37,9 +37,9 @@ impl HttpInvoker {
     /// runtime.
     ///
     /// # Errors
-    /// A message when the endpoint fails, times out, answers a non-2xx
-    /// status, or answers something that is not JSON.
-    pub fn invoke_binding(&self, binding: &HttpBinding, input: &Value) -> Result<Value, String> {
+    /// [`InvokeError::Failed`] when the endpoint fails, times out, answers
+    /// a non-2xx status, or answers something too large or not JSON.
+    pub(crate) fn invoke_binding(&self, binding: &HttpBinding, input: &Value) -> Result<Value, InvokeError> {
         self.invoke_with_headers(binding, input, &binding.headers)
     }
 
@@ -48,15 +48,16 @@ impl HttpInvoker {
     ///
     /// # Errors
     /// As [`HttpInvoker::invoke_binding`].
-    pub fn invoke_with_headers(
+    pub(crate) fn invoke_with_headers(
         &self,
         binding: &HttpBinding,
         input: &Value,
         headers: &BTreeMap<String, String>,
-    ) -> Result<Value, String> {
-        self.runtime.block_on(self.call(binding, input, headers))
+    ) -> Result<Value, InvokeError> {
+        self.runtime.block_on(self.call(binding, input, headers)).map_err(InvokeError::Failed)
     }
 
+    /// The call itself; its failure is the message the Run records.
     async fn call(
         &self,
         binding: &HttpBinding,
@@ -95,9 +96,9 @@ impl HttpInvoker {
 }
 
 impl Invoker for HttpInvoker {
-    fn invoke(&self, entry: &CatalogEntry, input: &Value) -> Result<Value, String> {
+    fn invoke(&self, entry: &CatalogEntry, input: &Value) -> Result<Value, InvokeError> {
         let Some(binding) = self.bindings.get(&entry.id) else {
-            return Err(format!("'{}' has no HTTP binding", entry.id));
+            return Err(InvokeError::Unavailable(format!("'{}' has no HTTP binding", entry.id)));
         };
         self.invoke_binding(binding, input)
     }

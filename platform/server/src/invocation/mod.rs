@@ -4,6 +4,6 @@
 //! - [`promotion`]: promoted programs, their references and baselines;
 //! - [`tenant_invoker`]: a tenant's invocations, sub-programs included.
 
-pub mod invoker;
-pub mod promotion;
-pub mod tenant_invoker;
+pub(crate) mod invoker;
+pub(crate) mod promotion;
+pub(crate) mod tenant_invoker;

@@ -35,7 +35,12 @@ pub struct PromotedProgram {
 /// gets the same reference; a changed body, or a promotion again after the
 /// referenced entries changed (Part II §5.4: a new reference and a new
 /// baseline), gets a new one.
-pub fn program_ref(language: &str, body: &Value, input_schema: &Value, baseline: &BTreeMap<String, Value>) -> String {
+pub(crate) fn program_ref(
+    language: &str,
+    body: &Value,
+    input_schema: &Value,
+    baseline: &BTreeMap<String, Value>,
+) -> String {
     let baseline = serde_json::to_value(baseline).unwrap_or(Value::Null);
     let mut hasher = Sha256::new();
     for part in [language.to_owned(), canonical_json(body), canonical_json(input_schema), canonical_json(&baseline)] {
@@ -47,14 +52,14 @@ pub fn program_ref(language: &str, body: &Value, input_schema: &Value, baseline:
 
 /// The baseline of `references` in `catalog`: each entry's load-bearing
 /// fields (Part II §5.4). Entries missing from the catalog are left out.
-pub fn baseline(catalog: &CatalogSnapshot, references: &[String]) -> BTreeMap<String, Value> {
+pub(crate) fn baseline(catalog: &CatalogSnapshot, references: &[String]) -> BTreeMap<String, Value> {
     references.iter().filter_map(|id| catalog.get(id).map(|entry| (id.clone(), entry.baseline()))).collect()
 }
 
 /// The entries whose load-bearing fields differ from the baseline now
 /// (changed, or no longer visible): any one makes the reference terminal
 /// (`promotion_drift`).
-pub fn drifted(program: &PromotedProgram, catalog: &CatalogSnapshot) -> Vec<String> {
+pub(crate) fn drifted(program: &PromotedProgram, catalog: &CatalogSnapshot) -> Vec<String> {
     program
         .baseline
         .iter()

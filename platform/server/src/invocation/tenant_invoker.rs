@@ -11,14 +11,15 @@ use serde_json::Value;
 
 use super::invoker::HttpInvoker;
 use super::promotion::{PromotedProgram, drifted};
+use crate::tenancy::{Platform, Principal, Tenant, ValidationCache};
 use pilotage_engine::catalog::CatalogSnapshot;
-use pilotage_engine::execution::{self, ExecutionRequest, Invoker};
+use pilotage_engine::effects::{InvokeError, Invoker};
+use pilotage_engine::execution::{self, ExecutionRequest};
 use pilotage_engine::validation::{self, Program};
 use pilotage_protocol::catalog::CatalogEntry;
-use crate::tenancy::{Platform, Principal, Tenant, ValidationCache};
 
 /// Invokes entries for one Run of one caller.
-pub struct TenantInvoker {
+pub(crate) struct TenantInvoker {
     platform: Platform,
     tenant: Arc<Tenant>,
     principal: Principal,
@@ -30,7 +31,7 @@ pub struct TenantInvoker {
 
 impl TenantInvoker {
     /// An invoker for a Run against `snapshot`, the caller's view.
-    pub fn new(
+    pub(crate) fn new(
         platform: &Platform,
         tenant: Arc<Tenant>,
         principal: Principal,
@@ -74,28 +75,39 @@ impl TenantInvoker {
     }
 
     /// Runs a promoted program as a sub-Run and returns its output.
-    fn run_promoted(&self, program: &PromotedProgram, entry: &CatalogEntry, input: &Value) -> Result<Value, String> {
+    fn run_promoted(
+        &self,
+        program: &PromotedProgram,
+        entry: &CatalogEntry,
+        input: &Value,
+    ) -> Result<Value, InvokeError> {
         let bounds = self.platform.engine().bounds();
         if self.depth + 1 > bounds.expansion_depth {
-            return Err(format!("promoted programs nest deeper than the bound of {}", bounds.expansion_depth));
+            return Err(InvokeError::Bound(format!(
+                "promoted programs nest deeper than the bound of {}",
+                bounds.expansion_depth
+            )));
         }
         let Some(slot) = self.tenant.language(&program.language) else {
-            return Err(format!("the Language of '{}' is no longer available", program.program_ref));
+            return Err(InvokeError::Unavailable(format!(
+                "the Language of '{}' is no longer available",
+                program.program_ref
+            )));
         };
         let snapshot = self.tenant.snapshot(&self.principal, &program.language);
         let changed = drifted(program, &snapshot);
         if !changed.is_empty() {
-            return Err(format!(
+            return Err(InvokeError::SubRun(format!(
                 "promotion_drift: {} changed since '{}' was promoted; promote it again",
                 changed.join(", "),
                 program.program_ref
-            ));
+            )));
         }
         if let Some(schema) = &entry.input_schema
             && let Ok(validator) = jsonschema::validator_for(schema)
             && let Some(error) = validator.iter_errors(input).next()
         {
-            return Err(format!("input_binding: {error} at '{}'", error.instance_path()));
+            return Err(InvokeError::SubRun(format!("input_binding: {error} at '{}'", error.instance_path())));
         }
         let component = &slot.component;
         let program_text = Program::from_argument(
@@ -104,7 +116,7 @@ impl TenantInvoker {
             bounds.program_bytes,
             bounds.nesting_depth,
         )
-        .map_err(|failure| failure.to_string())?;
+        .map_err(|failure| InvokeError::Bound(failure.to_string()))?;
         let key = ValidationCache::key(
             &self.tenant.id,
             component.sha256(),
@@ -116,18 +128,20 @@ impl TenantInvoker {
             Some(hit) => hit,
             None => {
                 let result = Arc::new(
-                    validation::validate(component, &program_text, None, &snapshot).map_err(|f| f.to_string())?,
+                    validation::validate(component, &program_text, None, &snapshot)
+                        .map_err(|f| InvokeError::SubRun(f.to_string()))?,
                 );
                 self.platform.validations().put(key, result.clone());
                 result
             }
         };
         if !validated.response.valid {
-            return Err(format!("promotion_drift: '{}' no longer validates", program.program_ref));
+            return Err(InvokeError::SubRun(format!("promotion_drift: '{}' no longer validates", program.program_ref)));
         }
-        let findings = validation::bind_input(component, &program_text, Some(input)).map_err(|f| f.to_string())?;
+        let findings = validation::bind_input(component, &program_text, Some(input))
+            .map_err(|f| InvokeError::SubRun(f.to_string()))?;
         if let Some(finding) = findings.first() {
-            return Err(format!("input_binding: {}", finding.message));
+            return Err(InvokeError::SubRun(format!("input_binding: {}", finding.message)));
         }
         let run_id = format!("{}/sub", program.program_ref);
         let execution = execution::execute(
@@ -151,21 +165,21 @@ impl TenantInvoker {
         if execution.outcome.ok {
             Ok(execution.output.unwrap_or(Value::Null))
         } else {
-            Err(format!(
+            Err(InvokeError::SubRun(format!(
                 "'{}' ended {}: {}",
                 program.program_ref,
                 execution.outcome.status,
                 execution.outcome.error.unwrap_or_default()
-            ))
+            )))
         }
     }
 }
 
 impl Invoker for TenantInvoker {
-    fn invoke(&self, entry: &CatalogEntry, input: &Value) -> Result<Value, String> {
+    fn invoke(&self, entry: &CatalogEntry, input: &Value) -> Result<Value, InvokeError> {
         let left = self.budget.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| left.checked_sub(1));
         if left.is_err() {
-            return Err("the Run reached its invocation bound (sub-programs included)".into());
+            return Err(InvokeError::Bound("the Run reached its invocation bound (sub-programs included)".into()));
         }
         if let Some(program) = self.tenant.promoted(&entry.id)
             && program.entry.kind == entry.kind
@@ -173,16 +187,20 @@ impl Invoker for TenantInvoker {
             return self.run_promoted(&program, entry, input);
         }
         let Some(binding) = self.snapshot.get_stored(&entry.id).and_then(|stored| stored.binding.clone()) else {
-            return Err(format!("'{}' has no binding: nothing serves it", entry.id));
+            return Err(InvokeError::Unavailable(format!("'{}' has no binding: nothing serves it", entry.id)));
         };
         let mut headers = binding.headers.clone();
         for value in headers.values_mut() {
             for name in pilotage_store::sealing::referenced(value) {
-                let secret = self
-                    .platform
-                    .runtime()
-                    .block_on(self.platform.secret_value(&self.tenant.id, &name))
-                    .map_err(|error| format!("the binding of '{}' needs secret '{name}': {error}", entry.id))?;
+                let secret =
+                    self.platform.runtime().block_on(self.platform.secret_value(&self.tenant.id, &name)).map_err(
+                        |error| {
+                            InvokeError::Unavailable(format!(
+                                "the binding of '{}' needs secret '{name}': {error}",
+                                entry.id
+                            ))
+                        },
+                    )?;
                 *value = value.replace(&format!("{{secret:{name}}}"), &secret);
             }
         }

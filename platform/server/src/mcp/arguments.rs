@@ -36,12 +36,15 @@ static VALIDATORS: LazyLock<Mutex<HashMap<String, Arc<jsonschema::Validator>>>> 
 /// (Languages come and go, each with its own program argument).
 const MAX_CACHED_SCHEMAS: usize = 256;
 
-fn validator(key: &str, schema: impl FnOnce() -> Value) -> Result<Arc<jsonschema::Validator>, String> {
+fn validator(
+    key: &str,
+    schema: impl FnOnce() -> Value,
+) -> Result<Arc<jsonschema::Validator>, jsonschema::ValidationError<'static>> {
     let mut cache = VALIDATORS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     if let Some(found) = cache.get(key) {
         return Ok(found.clone());
     }
-    let compiled = Arc::new(jsonschema::validator_for(&schema()).map_err(|error| error.to_string())?);
+    let compiled = Arc::new(jsonschema::validator_for(&schema())?);
     if cache.len() >= MAX_CACHED_SCHEMAS {
         cache.clear();
     }
@@ -54,7 +57,8 @@ fn validator(key: &str, schema: impl FnOnce() -> Value) -> Result<Arc<jsonschema
 ///
 /// # Errors
 /// As [`check_keyed`].
-pub fn check(tool: &str, schema: &Value, arguments: &Value) -> Result<(), String> {
+#[cfg(test)]
+pub(crate) fn check(tool: &str, schema: &Value, arguments: &Value) -> Result<(), InvalidArguments> {
     check_keyed(tool, &schema.to_string(), || schema.clone(), arguments)
 }
 
@@ -65,16 +69,21 @@ pub fn check(tool: &str, schema: &Value, arguments: &Value) -> Result<(), String
 /// schema once its validator is compiled (issue: performance).
 ///
 /// # Errors
-/// A message for the JSON-RPC -32602 naming the tool and every violation
-/// with its location in the arguments (a JSON Pointer), e.g.
-/// `invalid arguments for tool 'pilotage_catalog': at /verb: "fetch" is not
-/// one of ["list","get","changed_since"]`. A schema that does not compile
-/// (a fault of this server, not of the caller) is reported the same way,
-/// and logged.
-pub fn check_keyed(tool: &str, key: &str, schema: impl FnOnce() -> Value, arguments: &Value) -> Result<(), String> {
+/// [`InvalidArguments`], whose message is the JSON-RPC -32602's: it names
+/// the tool and every violation with its location in the arguments (a
+/// JSON Pointer), e.g. `invalid arguments for tool 'pilotage_catalog': at
+/// /verb: "fetch" is not one of ["list","get","changed_since"]`. A schema
+/// that does not compile (a fault of this server, not of the caller) is
+/// reported the same way, and logged.
+pub(crate) fn check_keyed(
+    tool: &str,
+    key: &str,
+    schema: impl FnOnce() -> Value,
+    arguments: &Value,
+) -> Result<(), InvalidArguments> {
     let validator = validator(key, schema).map_err(|error| {
         tracing::error!(%tool, %error, "a tool's input schema does not compile");
-        format!("invalid arguments for tool '{tool}': its input schema cannot be checked")
+        InvalidArguments { tool: tool.to_owned(), violations: vec!["its input schema cannot be checked".into()] }
     })?;
     let violations: Vec<String> = validator
         .iter_errors(arguments)
@@ -84,11 +93,18 @@ pub fn check_keyed(tool: &str, key: &str, schema: impl FnOnce() -> Value, argume
             format!("at {location}: {error}")
         })
         .collect();
-    if violations.is_empty() {
-        Ok(())
-    } else {
-        Err(format!("invalid arguments for tool '{tool}': {}", violations.join("; ")))
-    }
+    if violations.is_empty() { Ok(()) } else { Err(InvalidArguments { tool: tool.to_owned(), violations }) }
+}
+
+/// Occurs when a call's arguments do not satisfy its tool's `inputSchema`
+/// (Part III §7.1: a JSON-RPC -32602, whose message this is).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid arguments for tool '{tool}': {}", violations.join("; "))]
+pub(crate) struct InvalidArguments {
+    /// The tool called.
+    pub tool: String,
+    /// Each violation, with its location in the arguments.
+    pub violations: Vec<String>,
 }
 
 #[cfg(test)]
@@ -116,7 +132,7 @@ mod tests {
             (json!({"language": "workflow/v1", "verb": "list", "limit": "10"}), "at /limit"),
             (json!({"language": "workflow/v1", "verb": "get", "id": null}), "at /id"),
         ] {
-            let message = check(arguments.clone()).unwrap_err();
+            let message = check(arguments.clone()).unwrap_err().to_string();
             assert!(message.starts_with("invalid arguments for tool 'pilotage_catalog': "), "{message}");
             assert!(message.contains(expect), "{arguments}: {message}");
         }
@@ -126,9 +142,12 @@ mod tests {
     fn the_guide_schema_requires_a_string_language() {
         let schema = schemas::guide_input();
         check("pilotage_get_guide", &schema, &json!({"language": "sql/postgres-15", "id": "core"})).unwrap();
-        assert!(check("pilotage_get_guide", &schema, &json!({})).unwrap_err().contains("\"language\""));
+        assert!(check("pilotage_get_guide", &schema, &json!({})).unwrap_err().to_string().contains("\"language\""));
         assert!(
-            check("pilotage_get_guide", &schema, &json!({"language": "x", "topic": 1})).unwrap_err().contains("/topic")
+            check("pilotage_get_guide", &schema, &json!({"language": "x", "topic": 1}))
+                .unwrap_err()
+                .to_string()
+                .contains("/topic")
         );
     }
 }

@@ -12,8 +12,6 @@
 //! rmcp refuses before dispatching them (an unsupported protocol version,
 //! missing 2026-07-28 request metadata) have no span.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use rmcp::model::{
@@ -28,26 +26,10 @@ use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use tracing::{Instrument, Span};
 
-use super::PilotageServer;
+use super::resolution::ToolResolution;
+use super::server::PilotageServer;
 use pilotage_telemetry::metrics::{McpOutcome, Metrics, UNKNOWN_TOOL_LABEL};
 use pilotage_telemetry::spans::{self, McpEnd, McpRequest, McpRequestDetails, Transport};
-
-/// Set by `call_tool` when the called tool is one the caller's tenant
-/// serves, so that the tool's name may label the request's metrics (a name
-/// the client made up never does).
-#[derive(Clone, Debug, Default)]
-pub struct ToolResolution(Arc<AtomicBool>);
-
-impl ToolResolution {
-    /// Marks the tool as served.
-    pub fn found(&self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
-
-    fn is_found(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
-    }
-}
 
 /// [`PilotageServer`] with every request observed. One per MCP session,
 /// like the server it wraps.

@@ -18,7 +18,7 @@ fn string() -> Value {
 }
 
 /// `RiskHints`.
-pub fn risk_hints() -> Value {
+pub(crate) fn risk_hints() -> Value {
     json!({
         "type": "object",
         "properties": {"readOnly": boolean(), "destructive": boolean(), "openWorld": boolean()},
@@ -114,7 +114,7 @@ fn trace() -> Value {
 }
 
 /// `CatalogEntry`.
-pub fn catalog_entry() -> Value {
+pub(crate) fn catalog_entry() -> Value {
     json!({
         "type": "object",
         "properties": {
@@ -162,7 +162,7 @@ fn guide(with_body: bool) -> Value {
 }
 
 /// The request-error shape (Part III §7.2).
-pub fn request_error() -> Value {
+pub(crate) fn request_error() -> Value {
     json!({
         "type": "object",
         "properties": {
@@ -226,12 +226,12 @@ fn union(shapes: Vec<Value>) -> Value {
 }
 
 /// Output schema of `pilotage_manifest`.
-pub fn manifest_output() -> Value {
+pub(crate) fn manifest_output() -> Value {
     union(vec![manifest()])
 }
 
 /// Output schema of `pilotage_get_guide`: index, fetch, error.
-pub fn guide_output() -> Value {
+pub(crate) fn guide_output() -> Value {
     union(vec![
         json!({"type": "object", "properties": {"guides": {"type": "array", "items": guide(false)}}, "required": ["guides"]}),
         json!({"type": "object", "properties": {"guide": guide(true)}, "required": ["guide"]}),
@@ -239,7 +239,7 @@ pub fn guide_output() -> Value {
 }
 
 /// Output schema of `pilotage_catalog`: list, get, changed_since, error.
-pub fn catalog_output() -> Value {
+pub(crate) fn catalog_output() -> Value {
     union(vec![
         json!({"type": "object", "properties": {
             "items": {"type": "array", "items": catalog_entry()}, "next_cursor": string(), "catalog_version": string()
@@ -265,12 +265,12 @@ fn validate_response() -> Value {
 }
 
 /// Output schema of a validate tool.
-pub fn validate_output() -> Value {
+pub(crate) fn validate_output() -> Value {
     union(vec![validate_response()])
 }
 
 /// Output schema of an execute tool.
-pub fn execute_output() -> Value {
+pub(crate) fn execute_output() -> Value {
     union(vec![json!({"type": "object", "properties": {
         "run_id": string(),
         "outcome": outcome(),
@@ -281,7 +281,7 @@ pub fn execute_output() -> Value {
 }
 
 /// Output schema of a trace-fetch tool.
-pub fn trace_output() -> Value {
+pub(crate) fn trace_output() -> Value {
     union(vec![json!({"type": "object", "properties": {
         "run_id": string(), "outcome": outcome(), "output": {}, "trace": trace(), "narration": string()
     }, "required": ["run_id", "outcome", "trace"]})])
@@ -289,7 +289,7 @@ pub fn trace_output() -> Value {
 
 /// Output schema of a promote tool: the promotion, or the validation
 /// response of an invalid program.
-pub fn promote_output() -> Value {
+pub(crate) fn promote_output() -> Value {
     union(vec![
         json!({"type": "object", "properties": {
             "program_ref": string(), "entry": catalog_entry(), "catalog_version": string()
@@ -299,12 +299,12 @@ pub fn promote_output() -> Value {
 }
 
 /// Input schema of `pilotage_manifest`: no members (Part III §3.1).
-pub fn manifest_input() -> Value {
+pub(crate) fn manifest_input() -> Value {
     json!({"type": "object", "properties": {}})
 }
 
 /// Input schema of `pilotage_get_guide` (Part III §4.1).
-pub fn guide_input() -> Value {
+pub(crate) fn guide_input() -> Value {
     json!({"type": "object", "properties": {
         "language": {"type": "string", "description": "A Language name from the manifest, e.g. workflow/v1."},
         "id": {"type": "string", "description": "A guide id from the index; omit for the index."},
@@ -313,7 +313,7 @@ pub fn guide_input() -> Value {
 }
 
 /// Input schema of `pilotage_catalog` (Part III §4.2).
-pub fn catalog_input() -> Value {
+pub(crate) fn catalog_input() -> Value {
     json!({"type": "object", "properties": {
         "language": {"type": "string", "description": "A Language name from the manifest."},
         "verb": {"type": "string", "enum": ["list", "get", "changed_since"]},

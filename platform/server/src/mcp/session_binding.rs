@@ -36,7 +36,7 @@ use crate::tenancy::Principal;
 /// or the token's only tenant on `/mcp`), so a session opened in one tenant
 /// is unknown in another.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct SessionOwner {
+pub(crate) struct SessionOwner {
     /// The tenant.
     pub tenant: String,
     /// The subject within the tenant.
@@ -45,14 +45,14 @@ pub struct SessionOwner {
 
 impl SessionOwner {
     /// The owner a request of `principal` acts as.
-    pub fn of(principal: &Principal) -> SessionOwner {
+    pub(crate) fn of(principal: &Principal) -> SessionOwner {
         SessionOwner { tenant: principal.tenant.clone(), subject: principal.subject.clone() }
     }
 }
 
 /// The ceilings: how many sessions may be open at once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SessionCeilings {
+pub(crate) struct SessionCeilings {
     /// Per principal (tenant and subject). Setting
     /// `max_sessions_per_principal`, default 64.
     pub per_principal: usize,
@@ -67,7 +67,7 @@ pub struct SessionCeilings {
 
 /// Which ceiling refused a session.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CeilingScope {
+pub(crate) enum CeilingScope {
     /// The principal's.
     Principal,
     /// The tenant's.
@@ -76,7 +76,7 @@ pub enum CeilingScope {
 
 impl CeilingScope {
     /// `principal` or `tenant`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             CeilingScope::Principal => "principal",
             CeilingScope::Tenant => "tenant",
@@ -87,7 +87,7 @@ impl CeilingScope {
 /// Why a session was not opened.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum SessionBindingError {
+pub(crate) enum SessionBindingError {
     /// Occurs when the principal or its tenant already holds as many open
     /// sessions as its ceiling allows.
     #[error(
@@ -153,28 +153,23 @@ struct Shared {
 /// Which principal each session belongs to, and how many places each
 /// principal and tenant holds. Cheap to clone (shared).
 #[derive(Clone, Debug)]
-pub struct SessionBindings {
+pub(crate) struct SessionBindings {
     shared: Arc<Shared>,
 }
 
 /// A place taken for a session about to be created. Dropped unbound, it
 /// gives the place back.
 #[derive(Debug)]
-pub struct Reservation {
+pub(crate) struct Reservation {
     shared: Arc<Shared>,
     owner: SessionOwner,
     armed: bool,
 }
 
 impl Reservation {
-    /// The owner it was taken for.
-    pub fn owner(&self) -> &SessionOwner {
-        &self.owner
-    }
-
     /// Binds the place to `session_id`: the session is now `owner`'s until
     /// [`SessionBindings::release`].
-    pub fn bind(mut self, session_id: &str) {
+    pub(crate) fn bind(mut self, session_id: &str) {
         self.armed = false;
         let mut state = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(subject) =
@@ -199,29 +194,24 @@ impl Drop for Reservation {
 /// creates. Clones share the one reservation; whoever takes it first gets
 /// it.
 #[derive(Clone, Debug)]
-pub struct PendingSession(Arc<Mutex<Option<Reservation>>>);
+pub(crate) struct PendingSession(Arc<Mutex<Option<Reservation>>>);
 
 impl PendingSession {
     /// Wraps `reservation`.
-    pub fn new(reservation: Reservation) -> PendingSession {
+    pub(crate) fn new(reservation: Reservation) -> PendingSession {
         PendingSession(Arc::new(Mutex::new(Some(reservation))))
     }
 
     /// The reservation, once.
-    pub fn take(&self) -> Option<Reservation> {
+    pub(crate) fn take(&self) -> Option<Reservation> {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
 }
 
 impl SessionBindings {
     /// No sessions yet, under `ceilings`.
-    pub fn new(ceilings: SessionCeilings) -> SessionBindings {
+    pub(crate) fn new(ceilings: SessionCeilings) -> SessionBindings {
         SessionBindings { shared: Arc::new(Shared { ceilings, state: Mutex::new(State::default()) }) }
-    }
-
-    /// The ceilings in force.
-    pub fn ceilings(&self) -> SessionCeilings {
-        self.shared.ceilings
     }
 
     /// Takes a place for a session of `owner`.
@@ -229,7 +219,7 @@ impl SessionBindings {
     /// # Errors
     /// [`SessionBindingError::CeilingReached`] when `owner` or its tenant
     /// already holds its ceiling's number of places; nothing is taken.
-    pub fn reserve(&self, owner: &SessionOwner) -> Result<Reservation, SessionBindingError> {
+    pub(crate) fn reserve(&self, owner: &SessionOwner) -> Result<Reservation, SessionBindingError> {
         let ceilings = self.shared.ceilings;
         let mut state = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
         let tenant = state.tenants.entry(owner.tenant.clone()).or_default();
@@ -262,7 +252,7 @@ impl SessionBindings {
 
     /// Whose session `session_id` is, marking it used now; `None` when no
     /// principal holds it (unknown, ended, or never bound).
-    pub fn owner(&self, session_id: &str) -> Option<SessionOwner> {
+    pub(crate) fn owner(&self, session_id: &str) -> Option<SessionOwner> {
         let mut state = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
         let owner = state.owners.get(session_id)?.clone();
         if let Some(used) = state
@@ -280,7 +270,7 @@ impl SessionBindings {
     /// (`fleet::sessions`): it takes a place without a ceiling check, since
     /// the session exists already and refusing it would end it for its
     /// client. Ceilings are per replica.
-    pub fn adopt(&self, session_id: &str, owner: &SessionOwner) {
+    pub(crate) fn adopt(&self, session_id: &str, owner: &SessionOwner) {
         let mut state = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
         if state.owners.contains_key(session_id) {
             return;
@@ -295,7 +285,7 @@ impl SessionBindings {
 
     /// Ends the binding of `session_id` and gives its place back (the
     /// session ended). Unknown ids are ignored.
-    pub fn release(&self, session_id: &str) {
+    pub(crate) fn release(&self, session_id: &str) {
         let mut state = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
         let Some(owner) = state.owners.remove(session_id) else { return };
         if let Some(subject) =
@@ -307,13 +297,15 @@ impl SessionBindings {
     }
 
     /// Places `owner` holds now (bound sessions and reservations).
-    pub fn held_by(&self, owner: &SessionOwner) -> usize {
+    #[cfg(test)]
+    pub(crate) fn held_by(&self, owner: &SessionOwner) -> usize {
         let state = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
         state.tenants.get(&owner.tenant).and_then(|t| t.subjects.get(&owner.subject)).map_or(0, |s| s.held)
     }
 
     /// Places `tenant` holds now.
-    pub fn held_in(&self, tenant: &str) -> usize {
+    #[cfg(test)]
+    pub(crate) fn held_in(&self, tenant: &str) -> usize {
         let state = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
         state.tenants.get(tenant).map_or(0, |t| t.held)
     }

@@ -25,7 +25,7 @@ fn pending(message: &ClientJsonRpcMessage) -> Option<PendingSession> {
 }
 
 /// A session manager that reports each session's end once.
-pub struct ObservedSessions<M> {
+pub(crate) struct ObservedSessions<M> {
     inner: M,
     on_close: Arc<dyn Fn(&SessionId) + Send + Sync>,
 }
@@ -33,7 +33,7 @@ pub struct ObservedSessions<M> {
 impl<M> ObservedSessions<M> {
     /// Wraps `inner`; `on_close` runs once per ended session (it must be
     /// quick: spawn async work).
-    pub fn new(inner: M, on_close: Arc<dyn Fn(&SessionId) + Send + Sync>) -> Self {
+    pub(crate) fn new(inner: M, on_close: Arc<dyn Fn(&SessionId) + Send + Sync>) -> Self {
         ObservedSessions { inner, on_close }
     }
 }

@@ -8,13 +8,13 @@ use rmcp::model::{JsonObject, MetaObject, Tool, ToolAnnotations};
 use serde_json::{Value, json};
 
 use super::schemas;
+use crate::tenancy::{LanguageSlot, Principal, Tenant};
 use pilotage_engine::description::ProgramKind;
 use pilotage_protocol::{CATALOG_TOOL, GUIDE_TOOL, MANIFEST_TOOL, META_KEY};
-use crate::tenancy::{LanguageSlot, Principal, Tenant};
 
 /// What a tool does, for dispatch.
 #[derive(Clone, Debug)]
-pub enum ToolRole {
+pub(crate) enum ToolRole {
     /// `pilotage_manifest`
     Manifest,
     /// `pilotage_get_guide`
@@ -34,7 +34,7 @@ pub enum ToolRole {
 impl ToolRole {
     /// The Language a loop or promote tool serves; `None` for the access
     /// tools.
-    pub fn slot(&self) -> Option<&Arc<LanguageSlot>> {
+    pub(crate) fn slot(&self) -> Option<&Arc<LanguageSlot>> {
         match self {
             ToolRole::Manifest | ToolRole::Guide | ToolRole::Catalog => None,
             ToolRole::Validate(slot) | ToolRole::Execute(slot) | ToolRole::Trace(slot) | ToolRole::Promote(slot) => {
@@ -83,7 +83,7 @@ fn program_schema(slot: &LanguageSlot) -> Value {
 /// binding-defined strict schemas (Part III §4.1, §4.2, §7.1); loop tools
 /// carry permissive ones, JSON types and required members only (Part III
 /// §4.6), so that a violation of any of them is a structural fault.
-pub fn input_schema(role: &ToolRole) -> Value {
+pub(crate) fn input_schema(role: &ToolRole) -> Value {
     match role {
         ToolRole::Manifest => schemas::manifest_input(),
         ToolRole::Guide => schemas::guide_input(),
@@ -98,7 +98,7 @@ pub fn input_schema(role: &ToolRole) -> Value {
 /// A key that determines the `inputSchema` of a tool of `role`: the role,
 /// and for a Language's tools the SHA-256 of its component (each schema is
 /// made from the component's description alone).
-pub fn input_schema_key(role: &ToolRole) -> String {
+pub(crate) fn input_schema_key(role: &ToolRole) -> String {
     match role {
         ToolRole::Manifest => "manifest".to_owned(),
         ToolRole::Guide => "guide".to_owned(),
@@ -160,7 +160,7 @@ fn promote_input(slot: &LanguageSlot) -> Value {
 }
 
 /// Which tool a name denotes for this tenant.
-pub fn role_of(tenant: &Tenant, name: &str) -> Option<ToolRole> {
+pub(crate) fn role_of(tenant: &Tenant, name: &str) -> Option<ToolRole> {
     match name {
         MANIFEST_TOOL => return Some(ToolRole::Manifest),
         GUIDE_TOOL => return Some(ToolRole::Guide),
@@ -192,7 +192,7 @@ pub fn role_of(tenant: &Tenant, name: &str) -> Option<ToolRole> {
 }
 
 /// Every tool of `tenant` as `principal` sees it.
-pub fn tools(tenant: &Tenant, principal: &Principal) -> Vec<Tool> {
+pub(crate) fn tools(tenant: &Tenant, principal: &Principal) -> Vec<Tool> {
     let languages = tenant.languages();
     let names: Vec<&str> = languages.iter().map(|slot| slot.entry.name.as_str()).collect();
     let listing = if names.is_empty() { "none yet".to_owned() } else { names.join(", ") };

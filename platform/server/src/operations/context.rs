@@ -8,8 +8,8 @@ use std::sync::Arc;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use pilotage_protocol::request_error::{RequestError, RequestErrorKind};
 use crate::tenancy::{LanguageSlot, Platform, Principal, Tenant};
+use pilotage_protocol::request_error::{RequestError, RequestErrorKind};
 
 /// Why an operation produced no ordinary result.
 #[derive(Clone, Debug, PartialEq, Eq)]

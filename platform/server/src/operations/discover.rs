@@ -5,6 +5,6 @@ use serde_json::Value;
 use super::Context;
 
 /// The manifest of the caller's tenant. Side-effect free.
-pub fn manifest(context: &Context) -> Value {
+pub(crate) fn manifest(context: &Context) -> Value {
     serde_json::to_value(context.tenant.manifest()).unwrap_or(Value::Null)
 }

@@ -29,6 +29,9 @@ use sha2::{Digest, Sha256};
 use super::idempotency::interrupted_response;
 use super::validate::validated;
 use super::{Context, OpError, request_error};
+use crate::invocation::promotion::{PromotedProgram, drifted};
+use crate::invocation::tenant_invoker::TenantInvoker;
+use crate::tenancy::LanguageSlot;
 use pilotage_engine::catalog::version::canonical_json;
 use pilotage_engine::execution::{self, ExecutionRequest};
 use pilotage_engine::validation::{self, Program, Validated};
@@ -40,9 +43,6 @@ use pilotage_protocol::request_error::RequestErrorKind;
 use pilotage_protocol::requests::{ExecuteResponse, TraceFetchResponse};
 use pilotage_protocol::retention::Retention;
 use pilotage_protocol::trace::{TraceLevel, at_level, effective_level};
-use crate::invocation::promotion::{PromotedProgram, drifted};
-use crate::invocation::tenant_invoker::TenantInvoker;
-use crate::tenancy::LanguageSlot;
 use pilotage_store::{Claim, HeldClaim, NewClaim, RunRow};
 use pilotage_telemetry::spans;
 
@@ -72,10 +72,11 @@ struct ExecuteArguments {
 
 /// The message every unresolvable `program_ref` gets, whether it does not
 /// exist or is not visible to the caller (Part II §6.5.2 step 1).
-pub const UNKNOWN_PROGRAM_REF: &str = "unknown program_ref: promote the program first, or look it up in the catalog";
+pub(crate) const UNKNOWN_PROGRAM_REF: &str =
+    "unknown program_ref: promote the program first, or look it up in the catalog";
 
 /// A new run identifier: `run_` and 24 random hex digits.
-pub fn new_run_id() -> String {
+pub(crate) fn new_run_id() -> String {
     format!("run_{}", hex::encode(rand::random::<[u8; 12]>()))
 }
 
@@ -95,7 +96,7 @@ fn sha(parts: &[&str]) -> String {
 
 /// Counts a Run of `language` that ended `status` and records its id and
 /// status on the request's span (the current one).
-fn observe_outcome(context: &Context, language: &str, run_id: &str, status: &str) {
+pub(super) fn observe_outcome(context: &Context, language: &str, run_id: &str, status: &str) {
     context.platform.engine().metrics().run(language, status);
     spans::record_run(&tracing::Span::current(), run_id, status);
 }
@@ -127,7 +128,7 @@ fn refused(
 /// Request errors of Part III §7.2 for well-formedness failures;
 /// `bounds_exceeded`/`internal` when revalidation cannot complete. A
 /// refused or failed Run is a result, never an error.
-pub async fn execute(context: &Context, slot: &Arc<LanguageSlot>, raw: &Value) -> Result<Value, OpError> {
+pub(crate) async fn execute(context: &Context, slot: &Arc<LanguageSlot>, raw: &Value) -> Result<Value, OpError> {
     let description = slot.description();
     let language = slot.entry.name.clone();
     let args: ExecuteArguments = super::arguments(raw)?;
@@ -529,14 +530,14 @@ fn conflict(key: &str) -> OpError {
     )
 }
 
-fn internal(error: &dyn std::fmt::Display) -> OpError {
+pub(super) fn internal(error: &dyn std::fmt::Display) -> OpError {
     tracing::error!(%error, "store failure during execute");
     request_error(RequestErrorKind::Internal, "the server's storage failed; the failure was logged")
 }
 
 /// The deduplication window: at least the retention period (Part II
 /// §6.5.6), and a day when runs are not retained by duration.
-pub fn idempotency_window(retention: &Retention) -> Duration {
+pub(crate) fn idempotency_window(retention: &Retention) -> Duration {
     match retention {
         Retention::Duration { span, .. } => (*span).max(Duration::from_secs(3600)),
         _ => Duration::from_secs(86_400),
@@ -609,7 +610,7 @@ async fn replay(context: &Context, key: &str, level: TraceLevel) -> Result<Value
 
 /// How a Run runs.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct RunMode {
+pub(crate) struct RunMode {
     /// Install it (deploy mode of a deploying Language).
     pub deploy: bool,
     /// A test run: the host performs only read-only invocations.
@@ -622,11 +623,11 @@ pub struct RunMode {
 
 /// How long a firing's Run is kept when its Language's retention is not a
 /// duration (`none`, `session`): a deployer must be able to fetch it.
-pub const FIRING_RETENTION: &str = "P7D";
+pub(crate) const FIRING_RETENTION: &str = "P7D";
 
 /// Starts the Run and records it when retained.
 #[allow(clippy::too_many_arguments)]
-async fn run(
+pub(super) async fn run(
     context: &Context,
     slot: &Arc<LanguageSlot>,
     program: Program,
@@ -796,109 +797,4 @@ async fn run(
         diagnostics: None,
         trace: at_level(&execution.trace, level),
     })
-}
-
-/// Runs one firing of `deployment` (Part II §6.5.7: a later execution of
-/// the deployed body) as its deploying principal (`context.caller`), with
-/// `input` the firing (`{"trigger", "event", "at"}`) and `clock_ms` the
-/// deployments' clock as `effects.now`. Before anything runs, every entry
-/// the body referenced when it was deployed must still be visible and
-/// unchanged, and the body must still validate; otherwise the firing's Run
-/// is `catalog_drift` or `validation_error` and nothing runs. Every
-/// firing's Run is retained under `run_id`, refused or not.
-///
-/// # Errors
-/// [`OpError`] when the body cannot be validated at all or the store
-/// fails.
-pub async fn fire(
-    context: &Context,
-    slot: &Arc<LanguageSlot>,
-    deployment: &crate::deploy::model::Deployment,
-    input: Value,
-    clock_ms: i64,
-    run_id: &str,
-) -> Result<ExecuteResponse, OpError> {
-    let language = slot.entry.name.clone();
-    let snapshot = context.tenant.snapshot(&context.caller.principal, &language);
-    let changed: Vec<&str> = deployment
-        .baseline
-        .iter()
-        .filter(|(id, recorded)| {
-            snapshot.get(id).map(pilotage_protocol::catalog::CatalogEntry::baseline).as_ref() != Some(*recorded)
-        })
-        .map(|(id, _)| id.as_str())
-        .collect();
-    let body = match slot.description().program_kind {
-        pilotage_engine::description::ProgramKind::Json => serde_json::from_str(&deployment.row.body)
-            .map_err(|e| request_error(RequestErrorKind::Internal, format!("the stored body is not JSON: {e}")))?,
-        pilotage_engine::description::ProgramKind::Text => Value::String(deployment.row.body.clone()),
-    };
-    let context_value: Option<Value> =
-        deployment.row.context.as_deref().and_then(|text| serde_json::from_str(text).ok());
-    let refusal = if changed.is_empty() {
-        let (program, validated) = validated(context, slot, &body, context_value.as_ref(), &snapshot).await?;
-        if validated.response.valid {
-            let mode = RunMode { deploy: false, test_run: false, clock_ms: Some(clock_ms.max(0) as u64), firing: true };
-            let response = run(
-                context,
-                slot,
-                program,
-                validated,
-                Some(input),
-                context_value,
-                snapshot,
-                mode,
-                run_id,
-                Some(TraceLevel::Full),
-                Some(true),
-            )
-            .await?;
-            observe_outcome(context, &language, run_id, &response.outcome.status);
-            return Ok(response);
-        }
-        Outcome::failure(
-            VALIDATION_ERROR,
-            "the deployed body no longer validates against the deployer's catalog; nothing ran: deploy it again",
-        )
-    } else {
-        Outcome::failure(
-            CATALOG_DRIFT,
-            format!(
-                "{} changed or is no longer visible to the deployer since the deployment; nothing ran: deploy it again",
-                changed.join(", ")
-            ),
-        )
-    };
-    observe_outcome(context, &language, run_id, &refusal.status);
-    let record = TraceFetchResponse {
-        run_id: run_id.to_owned(),
-        outcome: refusal.clone(),
-        output: None,
-        trace: pilotage_protocol::trace::Trace {
-            run_id: run_id.to_owned(),
-            level: TraceLevel::Full,
-            steps: Vec::new(),
-            stats: None,
-        },
-        narration: None,
-    };
-    let now = context.platform.clock().now_ms();
-    let principal = &context.caller.principal;
-    let span = Retention::parse(FIRING_RETENTION).ok().and_then(|r| match r {
-        Retention::Duration { span, .. } => Some(span.as_millis() as i64),
-        _ => None,
-    });
-    let row = RunRow {
-        run_id: run_id.to_owned(),
-        tenant: principal.tenant.clone(),
-        subject: principal.subject.clone(),
-        language,
-        session_id: None,
-        recorded_level: TraceLevel::Full.as_str().to_owned(),
-        record: serde_json::to_string(&record).unwrap_or_default(),
-        created_at: now,
-        expires_at: Some(now.saturating_add(span.unwrap_or(0))),
-    };
-    context.platform.store().run_insert(&row).await.map_err(|e| internal(&e))?;
-    Ok(ExecuteResponse { run_id: run_id.to_owned(), outcome: refusal, output: None, diagnostics: None, trace: None })
 }

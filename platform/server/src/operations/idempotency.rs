@@ -27,20 +27,20 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::tenancy::Platform;
 use pilotage_protocol::outcome::{Outcome, PARTIAL};
 use pilotage_protocol::requests::ExecuteResponse;
 use pilotage_protocol::trace::{Trace, TraceLevel};
-use crate::tenancy::Platform;
 
 /// The `error` of the interrupted outcome.
-pub const INTERRUPTED: &str = "interrupted: the server process running this Run stopped before the Run finished \
+pub(crate) const INTERRUPTED: &str = "interrupted: the server process running this Run stopped before the Run finished \
      (its idempotency claim was no longer renewed); side effects may have occurred";
 
 /// The response recorded for a key whose Run `run_id` was interrupted: the
 /// reserved status `partial` (Part II §5.7), no output, and at effective
 /// level `summary` or `full` a trace with no steps, since the steps the
 /// lost Run completed were never recorded (`stats.interrupted` says so).
-pub fn interrupted_response(run_id: &str, level: TraceLevel) -> ExecuteResponse {
+pub(crate) fn interrupted_response(run_id: &str, level: TraceLevel) -> ExecuteResponse {
     ExecuteResponse {
         run_id: run_id.to_owned(),
         outcome: Outcome::failure(PARTIAL, INTERRUPTED),
@@ -59,7 +59,7 @@ pub fn interrupted_response(run_id: &str, level: TraceLevel) -> ExecuteResponse 
 /// `renew_ms` until `shutdown` is cancelled and no claim is live any more
 /// (a graceful shutdown lets Runs in flight finish, so their claims keep
 /// being renewed meanwhile), or `grace` after the cancellation.
-pub async fn renew_while_running(platform: Platform, shutdown: CancellationToken, grace: Duration) {
+pub(crate) async fn renew_while_running(platform: Platform, shutdown: CancellationToken, grace: Duration) {
     let leases = platform.leases().clone();
     let mut interval = tokio::time::interval(Duration::from_millis(leases.settings().renew_ms));
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

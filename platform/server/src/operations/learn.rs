@@ -25,7 +25,7 @@ struct GuideArguments {
 /// `not_found` for an unknown Language, guide or topic (naming the valid
 /// choices); `invalid_request` for a topic when `topic_fetch` is not
 /// declared, or a topic without an id.
-pub fn get_guide(context: &Context, args: &Value) -> Result<Value, OpError> {
+pub(crate) fn get_guide(context: &Context, args: &Value) -> Result<Value, OpError> {
     let args: GuideArguments = arguments(args)?;
     let slot = context.language(&args.language)?;
     let description = slot.description();

@@ -7,14 +7,15 @@
 //! the binding reports as a carrier error (Part III §7.1).
 
 mod context;
-pub mod discover;
-pub mod execute;
-pub mod idempotency;
-pub mod leases;
-pub mod learn;
+pub(crate) mod discover;
+pub(crate) mod execute;
+pub(crate) mod firing;
+pub(crate) mod idempotency;
+pub(crate) mod learn;
+pub(crate) mod leases;
 pub mod lookup;
-pub mod promote;
-pub mod trace_fetch;
-pub mod validate;
+pub(crate) mod promote;
+pub(crate) mod trace_fetch;
+pub(crate) mod validate;
 
 pub use context::{Caller, Context, OpError, arguments, members_outside, request_error};

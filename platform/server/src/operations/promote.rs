@@ -10,17 +10,17 @@ use serde_json::Value;
 
 use super::validate::{program_argument, validated};
 use super::{Context, OpError, request_error};
+use crate::invocation::promotion::{PromotedProgram, baseline, program_ref};
+use crate::tenancy::LanguageSlot;
 use pilotage_engine::catalog::StoredEntry;
 use pilotage_protocol::catalog::CatalogEntry;
 use pilotage_protocol::request_error::RequestErrorKind;
 use pilotage_protocol::risk::aggregate;
-use crate::invocation::promotion::{PromotedProgram, baseline, program_ref};
-use crate::tenancy::LanguageSlot;
 use pilotage_store::PromotedRow;
 
 /// A successful promotion.
 #[derive(Debug, Serialize)]
-pub struct Promoted {
+pub(crate) struct Promoted {
     /// The reference `execute` takes.
     pub program_ref: String,
     /// The published catalog entry.
@@ -36,7 +36,7 @@ pub struct Promoted {
 /// A structural fault without the program or with a non-object
 /// `input_schema`; `invalid_request` when `input_schema` is not a JSON
 /// Schema; validation's `bounds_exceeded`/`internal`.
-pub async fn promote(context: &Context, slot: &Arc<LanguageSlot>, args: &Value) -> Result<Value, OpError> {
+pub(crate) async fn promote(context: &Context, slot: &Arc<LanguageSlot>, args: &Value) -> Result<Value, OpError> {
     let program = program_argument(slot, args)?.clone();
     let input_schema = match args.get("input_schema") {
         None => serde_json::json!({"type": "object"}),

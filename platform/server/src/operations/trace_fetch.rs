@@ -9,13 +9,13 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{Context, OpError, arguments, request_error};
+use crate::tenancy::LanguageSlot;
 use pilotage_protocol::request_error::RequestErrorKind;
 use pilotage_protocol::requests::TraceFetchResponse;
 use pilotage_protocol::trace::{TraceLevel, at_level};
-use crate::tenancy::LanguageSlot;
 
 /// The one message of every unreachable Run.
-pub const UNKNOWN_RUN: &str = "unknown run: it may have expired, not have been stored, or not be yours";
+pub(crate) const UNKNOWN_RUN: &str = "unknown run: it may have expired, not have been stored, or not be yours";
 
 #[derive(Debug, Deserialize)]
 struct TraceArguments {
@@ -32,7 +32,7 @@ struct TraceArguments {
 /// `invalid_request` for `trace_level: none` or an unknown level, or a
 /// `question` (narration is not declared); `not_found` for every Run the
 /// caller cannot fetch.
-pub async fn trace(context: &Context, slot: &LanguageSlot, raw: &Value) -> Result<Value, OpError> {
+pub(crate) async fn trace(context: &Context, slot: &LanguageSlot, raw: &Value) -> Result<Value, OpError> {
     let args: TraceArguments = arguments(raw)?;
     let requested = match args.trace_level.as_deref() {
         None => None,

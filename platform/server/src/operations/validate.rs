@@ -9,10 +9,10 @@ use serde_json::Value;
 use tracing::Instrument;
 
 use super::{Context, OpError, request_error};
+use crate::tenancy::{LanguageSlot, ValidationCache};
 use pilotage_engine::catalog::CatalogSnapshot;
 use pilotage_engine::validation::{self, Program, Validated, ValidationFailure};
 use pilotage_protocol::request_error::RequestErrorKind;
-use crate::tenancy::{LanguageSlot, ValidationCache};
 use pilotage_telemetry::metrics::ValidationResult;
 
 /// The program argument of a loop tool, or a structural fault when a
@@ -20,7 +20,7 @@ use pilotage_telemetry::metrics::ValidationResult;
 ///
 /// # Errors
 /// [`OpError::Structural`] when the argument is missing.
-pub fn program_argument<'a>(slot: &LanguageSlot, args: &'a Value) -> Result<&'a Value, OpError> {
+pub(crate) fn program_argument<'a>(slot: &LanguageSlot, args: &'a Value) -> Result<&'a Value, OpError> {
     let name = &slot.description().program_argument;
     args.get(name).ok_or_else(|| {
         OpError::Structural(format!("invalid arguments: missing required member '{name}' (the program)"))
@@ -34,7 +34,7 @@ pub fn program_argument<'a>(slot: &LanguageSlot, args: &'a Value) -> Result<&'a 
 /// # Errors
 /// `bounds_exceeded` when a validation bound is exceeded; `internal` when
 /// the validator fails.
-pub async fn validated(
+pub(crate) async fn validated(
     context: &Context,
     slot: &Arc<LanguageSlot>,
     program: &Value,
@@ -122,7 +122,11 @@ fn failure_to_error(failure: ValidationFailure) -> OpError {
 ///
 /// # Errors
 /// As [`validated`], plus a structural fault without the program.
-pub async fn validate(context: &Context, slot: &Arc<LanguageSlot>, args: &Value) -> Result<Arc<Validated>, OpError> {
+pub(crate) async fn validate(
+    context: &Context,
+    slot: &Arc<LanguageSlot>,
+    args: &Value,
+) -> Result<Arc<Validated>, OpError> {
     let program = program_argument(slot, args)?;
     let snapshot = context.tenant.snapshot(&context.caller.principal, &slot.entry.name);
     pilotage_telemetry::spans::record_catalog_version(snapshot.catalog_version());

@@ -1,7 +1,7 @@
 //! OpenTelemetry traces exported over OTLP/HTTP with protobuf bodies
 //! (`POST {endpoint}/v1/traces`), when an endpoint is configured.
 //!
-//! The pipeline: the `tracing` spans of [`super::spans`] → the
+//! The pipeline: the `tracing` spans of `super::spans` → the
 //! `tracing-opentelemetry` layer (which sees only this crate's spans and
 //! its warnings, [`span_filter`]) → the SDK's batch span processor (its
 //! own thread; `OTEL_BSP_*` variables tune it) → the OTLP exporter, whose
@@ -147,11 +147,11 @@ impl HttpClient for ReqwestExporterClient {
 }
 
 /// Which `tracing` metadata the OpenTelemetry layer sees: this crate's
-/// spans (the ones of [`super::spans`], all at `DEBUG`) and its warnings
+/// spans (the ones of `super::spans`, all at `DEBUG`) and its warnings
 /// and errors, which become events of the span they happen in. Nothing of
 /// rmcp's, hyper's or sqlx's own instrumentation is exported.
 pub fn span_filter(metadata: &Metadata<'_>) -> bool {
-    metadata.target().starts_with("pilotage_platform") && (metadata.is_span() || *metadata.level() <= Level::WARN)
+    metadata.target().starts_with("pilotage_") && (metadata.is_span() || *metadata.level() <= Level::WARN)
 }
 
 /// A running export pipeline.

@@ -1,7 +1,6 @@
 //! Tool calls in progress and whether the server is draining, for a
 //! graceful shutdown and `/readyz`.
 
-
 /// Tool calls in progress, so a shutdown can let them finish before it
 /// closes the sessions their answers travel on; and whether the platform is
 /// draining (`/readyz` then says so, so balancers stop sending work).

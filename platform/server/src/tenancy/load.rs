@@ -180,9 +180,8 @@ pub async fn data_source(platform: &Platform, tenant: &Arc<Tenant>, row: &DataSo
         .secrets()
         .open(&row.tenant, &sealed_name(&row.name), &row.nonce, &row.sealed_url)
         .map_err(|e| corrupt(e.to_string()))?;
-    let attached =
-        AttachedSource::new(&row.name, spec, &url, platform.runtime().clone(), platform.clock().clone())
-            .map_err(|e| corrupt(e.to_string()))?;
+    let attached = AttachedSource::new(&row.name, spec, &url, platform.runtime().clone(), platform.clock().clone())
+        .map_err(|e| corrupt(e.to_string()))?;
     let attached = Arc::new(attached);
     tenant.attach_data_source(attached.clone());
     if let Err(error) = attached.refresh(tenant.catalog()).await {

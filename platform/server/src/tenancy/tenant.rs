@@ -7,11 +7,10 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-
 use pilotage_engine::Component;
 use pilotage_engine::catalog::{CatalogSnapshot, SharedCatalog, StoredEntry, TenantCatalog};
 use pilotage_engine::description::{Exposure, LanguageDescription};
-use pilotage_engine::execution::DataSource;
+use pilotage_engine::effects::DataSource;
 use pilotage_protocol::PILOTAGE_VERSION;
 use pilotage_protocol::manifest::{LanguageEntry, Manifest};
 use pilotage_protocol::retention::Retention;

@@ -1,0 +1,175 @@
+//! The application router: `/mcp` and `/t/{tenant}/mcp` (rmcp's
+//! Streamable HTTP service behind the origin check, authentication, the
+//! compatibility layer and the session binding), the protected-resource
+//! metadata, the admin API, webhook deliveries, `/healthz`, `/readyz` and
+//! `/metrics`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{SessionId, StreamableHttpServerConfig, StreamableHttpService};
+use tokio_util::sync::CancellationToken;
+
+use super::{compat, connections, metrics, origin, session_binding};
+
+use crate::admin::AdminState;
+use crate::auth::middleware::{protected_resource, require_principal};
+use crate::mcp::PilotageServer;
+use crate::mcp::listeners::Listeners;
+use crate::mcp::observed::ObservedServer;
+use crate::mcp::session_binding::{SessionBindings, SessionCeilings};
+use crate::mcp::sessions::ObservedSessions;
+use crate::settings::Settings;
+use crate::tenancy::Platform;
+
+/// The MCP service for `platform`, with its sessions observed so
+/// session-retained runs die with their session, and its binding to its
+/// principal ends.
+fn mcp_service(
+    platform: &Platform,
+    listeners: &Arc<Listeners>,
+    settings: &Settings,
+    shutdown: &CancellationToken,
+    bindings: &SessionBindings,
+    shared: Option<&crate::fleet::sessions::SharedSessions>,
+) -> StreamableHttpService<ObservedServer, ObservedSessions<LocalSessionManager>> {
+    let shared = shared.cloned();
+    let mut sessions = LocalSessionManager::default();
+    let session_idle = Duration::from_secs(settings.session_idle_secs);
+    sessions.session_config.keep_alive = Some(session_idle);
+    let closing = platform.clone();
+    let bound = bindings.clone();
+    let shared_sessions = shared.clone();
+    let idle = session_idle;
+    let closing_listeners = listeners.clone();
+    let on_close: Arc<dyn Fn(&SessionId) + Send + Sync> = Arc::new(move |id: &SessionId| {
+        let platform = closing.clone();
+        let id = id.to_string();
+        bound.release(&id);
+        closing_listeners.remove(&id);
+        let runtime = platform.runtime().clone();
+        // With replicas, this copy closing (idle here, or this replica
+        // stopping) ends the session only when the fleet is done with it.
+        if let Some(shared) = shared_sessions.clone() {
+            runtime.spawn(async move { shared.close_local(&id, idle).await });
+            return;
+        }
+        runtime.spawn(async move {
+            match platform.store().runs_delete_session(&id).await {
+                Ok(deleted) if deleted > 0 => {
+                    tracing::info!(session = %id, deleted, "session ended; its runs were deleted")
+                }
+                Ok(_) => {}
+                Err(error) => tracing::error!(session = %id, %error, "cannot delete the runs of an ended session"),
+            }
+        });
+    });
+    // Origin is validated by the edge (`origin`), before authentication,
+    // for the MCP endpoints and the admin API alike.
+    let mut config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(settings.allowed_hosts())
+        .with_cancellation_token(shutdown.child_token())
+        .with_max_request_body_bytes(settings.max_body_bytes);
+    if shared.is_some() {
+        config.session_store =
+            Some(Arc::new(crate::fleet::sessions::StoredSessions::new(platform.store().clone(), bindings.clone())));
+    }
+    let factory = platform.clone();
+    let listeners = listeners.clone();
+    StreamableHttpService::new(
+        move || Ok(ObservedServer::http(PilotageServer::new(factory.clone(), listeners.clone()))),
+        Arc::new(ObservedSessions::new(sessions, on_close)),
+        config,
+    )
+}
+
+async fn healthz() -> impl IntoResponse {
+    (StatusCode::OK, "ok\n")
+}
+
+async fn readyz(State(platform): State<Platform>) -> impl IntoResponse {
+    if platform.in_flight().is_draining() {
+        (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n")
+    } else if platform.store().ping().await {
+        (StatusCode::OK, "ready\n")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "the database does not answer\n")
+    }
+}
+
+/// The application router: `/mcp` and `/t/{tenant}/mcp` behind
+/// authentication, the protected-resource metadata, the admin API at
+/// `/admin/v1`, `/healthz`, `/readyz`, and `/metrics` behind its bearer
+/// token when `settings.metrics_token` is set and the metrics have no
+/// listener of their own.
+pub(crate) fn app(
+    platform: Platform,
+    listeners: Arc<Listeners>,
+    settings: &Settings,
+    shutdown: CancellationToken,
+    admin: AdminState,
+) -> Router {
+    let bindings = SessionBindings::new(SessionCeilings {
+        per_principal: settings.max_sessions_per_principal,
+        per_tenant: settings.max_sessions_per_tenant,
+        idle: Duration::from_secs(settings.session_idle_secs),
+    });
+    // Replicas on one PostgreSQL share sessions (fleet::sessions).
+    let shared =
+        platform.store().is_shared().then(|| crate::fleet::sessions::SharedSessions::new(platform.store().clone()));
+    let mcp = mcp_service(&platform, &listeners, settings, &shutdown, &bindings, shared.as_ref());
+    let compat = compat::Compat {
+        max_body_bytes: settings.max_body_bytes,
+        timeout: Duration::from_millis(settings.request_timeout_ms),
+        body_read_timeout: Duration::from_millis(settings.body_read_timeout_ms),
+    };
+    let binding = session_binding::SessionBinding { bindings, max_body_bytes: settings.max_body_bytes, shared };
+    let auth = admin.auth.clone();
+    let origins = Arc::new(origin::OriginPolicy::new(&settings.allowed_origins, &settings.public_url()));
+    // Order: the Origin check first, then authenticate (a refused request
+    // never reaches rmcp), then the compatibility layer, then the session
+    // binding (which needs the principal, and reads the body compat has
+    // already bounded).
+    let mcp_routes = Router::new()
+        .route_service("/mcp", mcp.clone())
+        .route_service("/t/{tenant}/mcp", mcp)
+        .layer(axum::middleware::from_fn_with_state(binding, session_binding::session_binding))
+        .layer(axum::middleware::from_fn_with_state(compat, compat::compat))
+        .layer(axum::middleware::from_fn_with_state(auth.clone(), require_principal))
+        .layer(axum::middleware::from_fn_with_state(origins.clone(), origin::mcp_origin));
+    let admin_routes = crate::admin::router(admin)
+        .layer(axum::middleware::from_fn_with_state(
+            connections::BodyDeadline(Duration::from_millis(settings.body_read_timeout_ms)),
+            connections::body_deadline,
+        ))
+        .layer(axum::middleware::from_fn_with_state(origins, origin::admin_origin));
+    let metadata = Router::new()
+        .route("/.well-known/oauth-protected-resource", get(protected_resource))
+        .route("/.well-known/oauth-protected-resource/mcp", get(protected_resource))
+        .with_state(auth);
+    let mut router = Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .with_state(platform.clone())
+        .nest("/admin/v1", admin_routes)
+        .merge(metadata)
+        .merge(crate::deploy::webhook::router(platform.clone()))
+        .merge(mcp_routes);
+    // Unknown paths of this listener are refused by the MCP routes'
+    // authentication (401); `/metrics` says plainly whether it is here.
+    // The main listener serves `/metrics` behind its token when the
+    // metrics have no listener of their own.
+    match settings.metrics_token.as_deref().filter(|_| settings.metrics_listen.is_none()) {
+        Some(token) => {
+            router = router.merge(metrics::router(metrics::MetricsEndpoint::new(platform, listeners, Some(token))))
+        }
+        None => router = router.route("/metrics", get(metrics::metrics_not_served)),
+    }
+    router
+}

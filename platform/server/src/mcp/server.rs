@@ -1,0 +1,264 @@
+//! [`PilotageServer`], rmcp's `ServerHandler` for the platform: the
+//! initialize result with the extension, instructions and the inline
+//! manifest, `server/discover`, each tenant's tools, every call routed to
+//! its operation with its result in the Part III §6 envelope ([`envelope`]),
+//! and sessions and subscriptions registered for `list_changed`.
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, CustomRequest, CustomResult, DiscoverResult, ErrorCode,
+    ExtensionCapabilities, Implementation, InitializeRequestParams, InitializeResult, JsonObject, ListToolsResult,
+    MetaObject, PaginatedRequestParams, ServerCapabilities, ServerConfig, SubscriptionFilter,
+};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+
+use super::arguments;
+use super::listeners::Listeners;
+use super::resolution::ToolResolution;
+use super::tools::{self, ToolRole};
+use crate::operations::{self, Caller, Context, OpError};
+use crate::tenancy::{Platform, Principal};
+use pilotage_protocol::{EXTENSION_ID, META_KEY, PILOTAGE_VERSION};
+use std::sync::Arc;
+
+/// The welcome text of the initialize result (Part III §3.4): names
+/// Pilotage and sends the agent to `pilotage_manifest` first.
+pub const INSTRUCTIONS: &str = "This server implements Pilotage (io.github.jafarsa0/pilotage): it accepts programs \
+(workflows, queries) in the Languages its manifest lists, checks them before anything runs, and returns a trace that \
+shows what ran. Call pilotage_manifest first. Then read the core guide (pilotage_get_guide), look up the names you \
+need (pilotage_catalog), validate your program, run it with the catalog_version you validated against, and check the \
+trace against your task.";
+
+/// The MCP server of the platform. One instance per MCP session.
+#[derive(Clone, Debug)]
+pub struct PilotageServer {
+    pub(super) platform: Platform,
+    /// Where this server's session and subscriptions register for
+    /// `notifications/tools/list_changed`.
+    listeners: Arc<Listeners>,
+    /// The session id of a stdio connection (the process lifetime, Part III
+    /// §8.1).
+    stdio_session: Option<String>,
+}
+
+impl PilotageServer {
+    /// A server over HTTP: sessions come from `Mcp-Session-Id`.
+    pub fn new(platform: Platform, listeners: Arc<Listeners>) -> PilotageServer {
+        PilotageServer { platform, listeners, stdio_session: None }
+    }
+
+    /// A server over stdio: the session is the process.
+    pub fn stdio(platform: Platform, listeners: Arc<Listeners>, session_id: String) -> PilotageServer {
+        PilotageServer { platform, listeners, stdio_session: Some(session_id) }
+    }
+
+    fn parts(extensions: &rmcp::model::Extensions) -> Option<&http::request::Parts> {
+        extensions.get::<http::request::Parts>()
+    }
+
+    pub(super) fn principal(&self, extensions: &rmcp::model::Extensions) -> Principal {
+        Self::parts(extensions)
+            .and_then(|parts| parts.extensions.get::<Principal>().cloned())
+            .unwrap_or_else(|| self.platform.dev_principal().clone())
+    }
+
+    pub(super) fn session_id(&self, extensions: &rmcp::model::Extensions) -> Option<String> {
+        if let Some(session) = &self.stdio_session {
+            return Some(session.clone());
+        }
+        Self::parts(extensions)
+            .and_then(|parts| parts.headers.get("mcp-session-id"))
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned)
+    }
+
+    fn context(&self, extensions: &rmcp::model::Extensions) -> Result<Context, McpError> {
+        let principal = self.principal(extensions);
+        let tenant = self
+            .platform
+            .tenant(&principal.tenant)
+            .ok_or_else(|| McpError::invalid_request(format!("unknown tenant '{}'", principal.tenant), None))?;
+        Ok(Context {
+            platform: self.platform.clone(),
+            caller: Caller { principal, session_id: self.session_id(extensions) },
+            tenant,
+        })
+    }
+
+    fn pilotage_meta(&self, extensions: &rmcp::model::Extensions) -> Option<MetaObject> {
+        let context = self.context(extensions).ok()?;
+        let mut meta = MetaObject::new();
+        meta.insert(META_KEY.to_owned(), json!({"manifest": context.tenant.manifest()}));
+        Some(meta)
+    }
+}
+
+/// The result envelope of Part III §6: `structuredContent`, one text block
+/// with the same JSON, and `isError` per §7.
+pub fn envelope(result: Result<Value, OpError>) -> Result<CallToolResult, McpError> {
+    match result {
+        Ok(value) => Ok(CallToolResult::structured(value)),
+        Err(OpError::Request(error)) => {
+            Ok(CallToolResult::structured_error(serde_json::to_value(error).unwrap_or(Value::Null)))
+        }
+        Err(OpError::Structural(message)) => Err(McpError::invalid_params(message, None)),
+    }
+}
+
+/// A successful tool result whose text block is `text`, the JSON text of
+/// `value` already serialized (as [`CallToolResult::structured`] would
+/// make it).
+fn structured_with_text(value: Value, text: String) -> CallToolResult {
+    let mut result = CallToolResult::structured(Value::Null);
+    result.content = vec![rmcp::model::ContentBlock::text(text)];
+    result.structured_content = Some(value);
+    result
+}
+
+impl ServerHandler for PilotageServer {
+    fn get_info(&self) -> ServerConfig {
+        let mut extensions = ExtensionCapabilities::new();
+        let mut settings = JsonObject::new();
+        settings.insert("version".to_owned(), json!(PILOTAGE_VERSION));
+        extensions.insert(EXTENSION_ID.to_owned(), settings);
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_extensions_with(extensions)
+            .build();
+        ServerConfig::new(capabilities)
+            .with_server_info(
+                Implementation::new("pilotage-platform", env!("CARGO_PKG_VERSION")).with_title("Pilotage Platform"),
+            )
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        context.peer.set_peer_info(request.clone());
+        let mut result = self.negotiate_initialize(&request)?;
+        result.meta = self.pilotage_meta(&context.extensions);
+        Ok(result)
+    }
+
+    async fn discover(&self, context: RequestContext<RoleServer>) -> Result<DiscoverResult, McpError> {
+        let mut result =
+            DiscoverResult::from_server_info(self.supported_protocol_versions().into_owned(), self.get_info());
+        if let Some(pilotage) = self.pilotage_meta(&context.extensions) {
+            let meta = result.meta.get_or_insert_with(MetaObject::new);
+            for (key, value) in pilotage.0 {
+                meta.insert(key, value);
+            }
+        }
+        Ok(result)
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let principal = self.principal(&context.extensions);
+        if let Some(session) = self.session_id(&context.extensions) {
+            self.listeners.add(session, principal.tenant, context.peer.clone());
+        }
+    }
+
+    /// Clients of the 2026-07-28 revision have no session to receive
+    /// notifications on; they open `subscriptions/listen`. Only tool-list
+    /// changes are offered, the one notification this server sends.
+    fn accepted_subscription_filter(&self, _requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+        Some(SubscriptionFilter::builder().tools_list_changed().build())
+    }
+
+    /// Holds one subscription open until the client cancels it or the
+    /// server stops, delivering the tenant's tool-list changes to it.
+    async fn listen(&self, subscription: SubscriptionContext) -> Result<(), McpError> {
+        let principal = self.principal(&subscription.request_context().extensions);
+        let sessions = &self.listeners;
+        let listener = sessions.listen(principal.tenant, subscription.sink().clone());
+        subscription.cancelled().await;
+        sessions.unlisten(listener);
+        Ok(())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let context = self.context(&context.extensions)?;
+        Ok(ListToolsResult::with_all_items(tools::tools(&context.tenant, &context.caller.principal)))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let _serving = self.platform.in_flight().enter();
+        let extensions = context.extensions;
+        let context = self.context(&extensions)?;
+        let resolution = extensions.get::<ToolResolution>();
+        if let Err(exceeded) = context.tenant.admit_request() {
+            if let Some(resolution) = resolution
+                && tools::role_of(&context.tenant, &request.name).is_some()
+            {
+                resolution.found();
+            }
+            // A tenant quota is a bound reached before anything runs.
+            return envelope(Err(operations::request_error(
+                pilotage_protocol::request_error::RequestErrorKind::BoundsExceeded,
+                exceeded.to_string(),
+            )))
+            .map(Into::into);
+        }
+        let Some(role) = tools::role_of(&context.tenant, &request.name) else {
+            return Err(McpError::invalid_params(format!("Unknown tool: {}", request.name), None));
+        };
+        if let Some(resolution) = resolution {
+            resolution.found();
+        }
+        if let Some(slot) = role.slot() {
+            pilotage_telemetry::spans::record_language(&slot.entry.name);
+        }
+        let args = Value::Object(request.arguments.unwrap_or_default());
+        // A violation of the tool's own inputSchema is structural: a
+        // carrier error before anything runs (Part III §7.1, §4.6).
+        let key = tools::input_schema_key(&role);
+        if let Err(message) = arguments::check_keyed(&request.name, &key, || tools::input_schema(&role), &args) {
+            return Err(McpError::invalid_params(message.to_string(), None));
+        }
+        let result = match role {
+            ToolRole::Manifest => Ok(operations::discover::manifest(&context)),
+            ToolRole::Guide => operations::learn::get_guide(&context, &args),
+            ToolRole::Catalog => operations::lookup::catalog(&context, &args),
+            ToolRole::Validate(slot) => {
+                return match operations::validate::validate(&context, &slot, &args).await {
+                    Ok(validated) => {
+                        let (value, text) = validated.rendered();
+                        Ok(structured_with_text(value.clone(), text.clone()).into())
+                    }
+                    Err(error) => envelope(Err(error)).map(Into::into),
+                };
+            }
+            ToolRole::Execute(slot) => operations::execute::execute(&context, &slot, &args).await,
+            ToolRole::Trace(slot) => operations::trace_fetch::trace(&context, &slot, &args).await,
+            ToolRole::Promote(slot) => operations::promote::promote(&context, &slot, &args).await,
+        };
+        envelope(result).map(Into::into)
+    }
+
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, McpError> {
+        // A tools/call whose params do not parse never reaches call_tool:
+        // an invalid CallToolRequest envelope is -32602 (Part III §7.1).
+        if request.method == "tools/call" {
+            return Err(McpError::invalid_params("tools/call needs params {name, arguments?}", None));
+        }
+        Err(McpError::new(ErrorCode::METHOD_NOT_FOUND, request.method, None))
+    }
+}

@@ -1,0 +1,123 @@
+//! A deployment's firing as a Run (Part II §6.5.7): the deployed body,
+//! re-checked against the deployer's catalog, run as the deployer and
+//! always retained, refused or not.
+
+use std::sync::Arc;
+
+use pilotage_protocol::outcome::{CATALOG_DRIFT, Outcome, VALIDATION_ERROR};
+use pilotage_protocol::request_error::RequestErrorKind;
+use pilotage_protocol::requests::{ExecuteResponse, TraceFetchResponse};
+use pilotage_protocol::retention::Retention;
+use pilotage_protocol::trace::TraceLevel;
+use pilotage_store::RunRow;
+use serde_json::Value;
+
+use super::execute::{FIRING_RETENTION, RunMode, internal, observe_outcome, run};
+use super::validate::validated;
+use super::{Context, OpError, request_error};
+use crate::tenancy::LanguageSlot;
+
+/// Runs one firing of `deployment` (Part II §6.5.7: a later execution of
+/// the deployed body) as its deploying principal (`context.caller`), with
+/// `input` the firing (`{"trigger", "event", "at"}`) and `clock_ms` the
+/// platform's clock as `effects.now`. Before anything runs, every entry
+/// the body referenced when it was deployed must still be visible and
+/// unchanged, and the body must still validate; otherwise the firing's Run
+/// is `catalog_drift` or `validation_error` and nothing runs. Every
+/// firing's Run is retained under `run_id`, refused or not.
+///
+/// # Errors
+/// [`OpError`] when the body cannot be validated at all or the store
+/// fails.
+pub(crate) async fn fire(
+    context: &Context,
+    slot: &Arc<LanguageSlot>,
+    deployment: &crate::deploy::model::Deployment,
+    input: Value,
+    clock_ms: i64,
+    run_id: &str,
+) -> Result<ExecuteResponse, OpError> {
+    let language = slot.entry.name.clone();
+    let snapshot = context.tenant.snapshot(&context.caller.principal, &language);
+    let changed: Vec<&str> = deployment
+        .baseline
+        .iter()
+        .filter(|(id, recorded)| {
+            snapshot.get(id).map(pilotage_protocol::catalog::CatalogEntry::baseline).as_ref() != Some(*recorded)
+        })
+        .map(|(id, _)| id.as_str())
+        .collect();
+    let body = match slot.description().program_kind {
+        pilotage_engine::description::ProgramKind::Json => serde_json::from_str(&deployment.row.body)
+            .map_err(|e| request_error(RequestErrorKind::Internal, format!("the stored body is not JSON: {e}")))?,
+        pilotage_engine::description::ProgramKind::Text => Value::String(deployment.row.body.clone()),
+    };
+    let context_value: Option<Value> =
+        deployment.row.context.as_deref().and_then(|text| serde_json::from_str(text).ok());
+    let refusal = if changed.is_empty() {
+        let (program, validated) = validated(context, slot, &body, context_value.as_ref(), &snapshot).await?;
+        if validated.response.valid {
+            let mode = RunMode { deploy: false, test_run: false, clock_ms: Some(clock_ms.max(0) as u64), firing: true };
+            let response = run(
+                context,
+                slot,
+                program,
+                validated,
+                Some(input),
+                context_value,
+                snapshot,
+                mode,
+                run_id,
+                Some(TraceLevel::Full),
+                Some(true),
+            )
+            .await?;
+            observe_outcome(context, &language, run_id, &response.outcome.status);
+            return Ok(response);
+        }
+        Outcome::failure(
+            VALIDATION_ERROR,
+            "the deployed body no longer validates against the deployer's catalog; nothing ran: deploy it again",
+        )
+    } else {
+        Outcome::failure(
+            CATALOG_DRIFT,
+            format!(
+                "{} changed or is no longer visible to the deployer since the deployment; nothing ran: deploy it again",
+                changed.join(", ")
+            ),
+        )
+    };
+    observe_outcome(context, &language, run_id, &refusal.status);
+    let record = TraceFetchResponse {
+        run_id: run_id.to_owned(),
+        outcome: refusal.clone(),
+        output: None,
+        trace: pilotage_protocol::trace::Trace {
+            run_id: run_id.to_owned(),
+            level: TraceLevel::Full,
+            steps: Vec::new(),
+            stats: None,
+        },
+        narration: None,
+    };
+    let now = context.platform.clock().now_ms();
+    let principal = &context.caller.principal;
+    let span = Retention::parse(FIRING_RETENTION).ok().and_then(|r| match r {
+        Retention::Duration { span, .. } => Some(span.as_millis() as i64),
+        _ => None,
+    });
+    let row = RunRow {
+        run_id: run_id.to_owned(),
+        tenant: principal.tenant.clone(),
+        subject: principal.subject.clone(),
+        language,
+        session_id: None,
+        recorded_level: TraceLevel::Full.as_str().to_owned(),
+        record: serde_json::to_string(&record).unwrap_or_default(),
+        created_at: now,
+        expires_at: Some(now.saturating_add(span.unwrap_or(0))),
+    };
+    context.platform.store().run_insert(&row).await.map_err(|e| internal(&e))?;
+    Ok(ExecuteResponse { run_id: run_id.to_owned(), outcome: refusal, output: None, diagnostics: None, trace: None })
+}

@@ -30,8 +30,8 @@
 //! file, and needs no dependency.
 //!
 //! ```no_run
-//! # async fn example(platform: pilotage_platform::service::Platform) -> Result<(), Box<dyn std::error::Error>> {
-//! use pilotage_platform::language_watch::LanguageFiles;
+//! # async fn example(platform: pilotage_server::tenancy::Platform) -> Result<(), Box<dyn std::error::Error>> {
+//! use pilotage_server::language_watch::LanguageFiles;
 //! let paths = vec![std::path::PathBuf::from("target/guests/wasm32-wasip2/guest/workflow.wasm")];
 //! let mut files = LanguageFiles::load(platform.engine(), &paths, "demo", 32 << 20).await?;
 //! files.install(&platform).await;

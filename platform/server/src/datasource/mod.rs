@@ -30,7 +30,7 @@
 //! never pick a relation the caller cannot see.
 //!
 //! ```no_run
-//! use pilotage_platform::datasource::{PostgresConfig, PostgresDataSource};
+//! use pilotage_server::datasource::{PostgresConfig, PostgresDataSource};
 //! let runtime = tokio::runtime::Runtime::new().unwrap();
 //! let config = PostgresConfig::new("postgres://postgres@127.0.0.1:5432/test", ["pilotage_demo"]);
 //! let source = PostgresDataSource::new(config, runtime.handle().clone()).unwrap();
@@ -41,8 +41,6 @@
 pub mod attached;
 pub mod demo;
 mod error;
-// The id rule is written once, in the sql/postgres-15 Language that reads
-// the ids; the host compiles the same file to write them.
 pub(crate) mod introspection;
 pub mod postgres;
 pub(crate) mod values;

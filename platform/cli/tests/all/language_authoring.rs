@@ -95,7 +95,7 @@ async fn a_refused_upload_shows_each_finding_with_its_fix_in_the_api_and_the_cli
 /// outer build's variables removed (they would aim it at this workspace's
 /// target folder and flags) and a target folder kept across runs.
 fn cargo(dir: &Path, args: &[&str]) {
-    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/language-new");
+    let target = crate::support::repository().join("target/language-new");
     let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     command.current_dir(dir).args(args).env("CARGO_TARGET_DIR", &target);
     for variable in ["CARGO_ENCODED_RUSTFLAGS", "RUSTFLAGS", "CARGO_BUILD_TARGET", "RUSTC_WORKSPACE_WRAPPER"] {
@@ -132,7 +132,7 @@ async fn a_new_language_builds_passes_its_tests_the_lint_and_the_vectors() {
     .await
     .unwrap();
     let component: PathBuf =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/language-new/wasm32-wasip2/release/greet.wasm");
+        crate::support::repository().join("target/language-new/wasm32-wasip2/release/greet.wasm");
     let loaded = engine().load(&std::fs::read(&component).unwrap()).unwrap();
     assert_eq!(loaded.description().name, "greet/v1");
     let findings = lint(loaded.description());

@@ -374,3 +374,27 @@ pub fn pilotage_binary() -> PathBuf {
         })
         .clone()
 }
+
+/// The path of `program`, a real component the tests run (haproxy,
+/// promtool, prometheus, mosquitto), found on the `PATH` or in `/usr/sbin`.
+/// Tests never install anything: `.ci/run` and the README's prerequisites
+/// do.
+///
+/// # Panics
+/// When it is not installed, naming the Debian package that provides it
+/// and the command that installs it.
+pub fn required_program(program: &str, package: &str) -> PathBuf {
+    let on_path = std::env::var_os("PATH")
+        .map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/usr/bin")])
+        .map(|dir| dir.join(program))
+        .find(|candidate| candidate.is_file());
+    on_path.unwrap_or_else(|| {
+        panic!(
+            "{program} is not installed, and this test runs the real one: install Debian's package with \
+             `apt-get install {package}` (.ci/run installs it; README, \"What the tests need\")"
+        )
+    })
+}

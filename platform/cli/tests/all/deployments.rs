@@ -71,6 +71,58 @@ async fn deploy_fire_and_test_runs_that_stay_side_effect_free() {
     assert_eq!(step.output, Some(json!({"simulated": true})));
     assert_eq!(tested.output.as_ref().unwrap()["now"], json!(instant("2026-12-03T13:03:00Z")));
     assert_eq!(outbox_calls(&demo).await, before, "a test run reached a non-read-only entry");
+    // Issue 27 item 4. The admin API refuses an entry whose risk label and
+    // hints contradict (Part II §5.3), naming the field ...
+    for (risk, hints) in [
+        ("destructive", json!({"readOnly": true, "destructive": true, "openWorld": false})),
+        ("destructive", json!({"readOnly": true, "destructive": false, "openWorld": false})),
+        ("write", json!({"readOnly": true, "destructive": false, "openWorld": false})),
+        ("safe", json!({"readOnly": false, "destructive": false, "openWorld": false})),
+    ] {
+        let mut contradictory = write.clone();
+        contradictory["id"] = json!("cap_contradictory");
+        contradictory["risk"] = json!(risk);
+        contradictory["risk_hints"] = hints;
+        let (status, body) = admin(
+            server,
+            reqwest::Method::POST,
+            "/tenants/acme/catalog/apply",
+            Some(json!({"entries": [contradictory]})),
+        )
+        .await;
+        assert_eq!(status, 400, "{risk}: {body}");
+        assert_eq!(body["error"]["field"], "entries[0].risk", "{body}");
+    }
+    // ... and a test run performs only an entry read-only by both its label
+    // and its hints. One stored before that check (put in place here as an
+    // older release could have stored it) says `destructive` with
+    // `readOnly: true`: the host answers in its place. A consistent
+    // read-only entry bound to the same endpoint is performed.
+    let bound = |id: &str, risk: &str| {
+        let mut entry = write.clone();
+        entry["id"] = json!(id);
+        entry["name"] = json!(id);
+        entry["risk"] = json!(risk);
+        entry["risk_hints"] = json!({"readOnly": true, "destructive": false, "openWorld": false});
+        let binding = serde_json::from_value(entry["binding"].clone()).unwrap();
+        pilotage_engine::catalog::StoredEntry::new(serde_json::from_value(entry).unwrap(), Vec::new(), Some(binding))
+    };
+    let acme = server.platform.tenant("acme").unwrap();
+    acme.catalog()
+        .with(|catalog| catalog.apply(vec![bound("cap_mislabelled", "destructive"), bound("cap_peek", "safe")], &[]));
+    let peeking = json!({"name": "peeking", "steps": [{"id": "mislabelled", "calls": "cap_mislabelled"}, {"id": "peek", "calls": "cap_peek"}]});
+    let tested = client
+        .execute_raw(DEPLOYER, json!({"program": peeking, "mode": "deploy", "test_run": true, "trace_level": "full"}))
+        .await
+        .unwrap();
+    let steps = &tested.trace.as_ref().unwrap().steps;
+    assert_eq!(steps[0].simulated, Some(true), "the mislabelled entry is not performed: {steps:?}");
+    assert_eq!(steps[0].output, Some(json!({"simulated": true})));
+    assert_eq!(steps[1].simulated, None, "the read-only entry is performed: {steps:?}");
+    assert_eq!(outbox_calls(&demo).await, before + 1, "only cap_peek reached the endpoint");
+    let before = outbox_calls(&demo).await;
+    acme.catalog().with(|catalog| catalog.apply(Vec::new(), &["cap_mislabelled".to_owned(), "cap_peek".to_owned()]));
+
     // A malformed simulated clock is a request error.
     assert!(
         client
@@ -158,15 +210,14 @@ impl Broker {
         let config = dir.join("mosquitto.conf");
         std::fs::write(&config, format!("listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n"))
             .unwrap();
-        let program =
-            if std::path::Path::new("/usr/sbin/mosquitto").exists() { "/usr/sbin/mosquitto" } else { "mosquitto" };
+        let program = pilotage_test_support::required_program("mosquitto", "mosquitto");
         let mut child = std::process::Command::new(program)
             .arg("-c")
             .arg(&config)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
-            .expect("mosquitto (Debian package `mosquitto`; .ci/run installs it)");
+            .expect("mosquitto starts");
         for _ in 0..100 {
             if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
                 return Broker { child, port, _dir: dir };
@@ -212,8 +263,21 @@ async fn deliver(
     sent: i64,
     body: &Value,
 ) -> (u16, Value) {
+    deliver_encoded(server, source, key, sent, body, |signature| signature).await
+}
+
+/// A signed webhook delivery whose signature header `encode` rewrites
+/// (re-casing its hex, as a replaying attacker would).
+async fn deliver_encoded(
+    server: &pilotage_server::start::Server,
+    source: &str,
+    key: &[u8],
+    sent: i64,
+    body: &Value,
+    encode: impl Fn(String) -> String,
+) -> (u16, Value) {
     let body = body.to_string();
-    let signature = pilotage_server::deploy::webhook::sign(key, sent, body.as_bytes());
+    let signature = encode(pilotage_server::deploy::webhook::sign(key, sent, body.as_bytes()));
     let response = reqwest::Client::new()
         .post(format!("http://{}/events/demo/{source}", server.addr))
         .header("pilotage-timestamp", sent.to_string())
@@ -357,13 +421,42 @@ async fn operated_fired_and_restarted(backend: crate::endpoint::Backend) {
     let event = json!({"door": "front", "state": "open"});
     assert_eq!(deliver(&server, "door", b"wrong-key", now, &event).await.0, 401);
     assert_eq!(deliver(&server, "door", key, now - 3_600, &event).await.0, 401);
-    assert_eq!(deliver(&server, "garage", key, now, &event).await.0, 404);
+    // An unknown source and an unknown tenant answer exactly like a wrong
+    // key: the unauthenticated endpoint names no tenant (issue 27 item 6).
+    let wrong_key = deliver(&server, "door", b"wrong-key", now, &event).await;
+    let unknown_source = deliver(&server, "garage", key, now, &event).await;
+    assert_eq!(unknown_source, wrong_key);
+    let body = event.to_string();
+    let unknown_tenant = reqwest::Client::new()
+        .post(format!("http://{}/events/nosuch-tenant/door", server.addr))
+        .header("pilotage-timestamp", now.to_string())
+        .header("pilotage-signature", pilotage_server::deploy::webhook::sign(key, now, body.as_bytes()))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown_tenant.status().as_u16(), 401);
+    assert_eq!(unknown_tenant.json::<Value>().await.unwrap(), wrong_key.1);
     let huge = json!({"padding": "x".repeat(pilotage_server::deploy::webhook::MAX_EVENT_BYTES)});
     assert_eq!(deliver(&server, "door", key, now, &huge).await.0, 413, "an oversized event is refused");
     let (status, accepted) = deliver(&server, "door", key, now, &event).await;
     assert_eq!(status, 202, "{accepted}");
     assert_eq!(accepted["fires"], json!(["door"]));
     assert_eq!(deliver(&server, "door", key, now, &event).await.0, 409, "a replay is refused");
+    // Every encoding of the same MAC is the same delivery (issue 27 item
+    // 1): upper-case and mixed-case hex are replays too, not new firings.
+    let upper = |signature: String| format!("sha256={}", signature["sha256=".len()..].to_ascii_uppercase());
+    let mixed = |signature: String| {
+        let digits: String = signature["sha256=".len()..]
+            .chars()
+            .enumerate()
+            .map(|(index, c)| if index % 3 == 0 { c.to_ascii_uppercase() } else { c })
+            .collect();
+        format!("sha256={digits}")
+    };
+    assert_eq!(deliver_encoded(&server, "door", key, now, &event, upper).await.0, 409, "an upper-cased replay");
+    assert_eq!(deliver_encoded(&server, "door", key, now, &event, mixed).await.0, 409, "a mixed-case replay");
     let fired = await_firings(&server, "door", 1).await;
     assert_eq!(fired.len(), 1, "{fired:?}");
     assert!(fired[0].instance.starts_with("webhook:"), "{fired:?}");
@@ -432,10 +525,10 @@ async fn operated_fired_and_restarted(backend: crate::endpoint::Backend) {
         "pilotage_firings_total{result=\"failed\",trigger=\"mqtt\"} 1",
         "pilotage_firings_total{result=\"failed\",trigger=\"schedule\"} 1",
         "pilotage_webhook_deliveries_total{result=\"accepted\"} 1",
-        "pilotage_webhook_deliveries_total{result=\"replayed\"} 1",
+        "pilotage_webhook_deliveries_total{result=\"replayed\"} 3",
         "pilotage_webhook_deliveries_total{result=\"stale\"} 1",
-        "pilotage_webhook_deliveries_total{result=\"unauthorized\"} 1",
-        "pilotage_webhook_deliveries_total{result=\"unknown_source\"} 1",
+        "pilotage_webhook_deliveries_total{result=\"unauthorized\"} 2",
+        "pilotage_webhook_deliveries_total{result=\"unknown_source\"} 2",
         "pilotage_firing_delay_seconds_count{trigger=\"schedule\"} 1",
         "pilotage_firings_total{result=\"ok\",trigger=\"mqtt\"} 2",
         "pilotage_deployments 3",

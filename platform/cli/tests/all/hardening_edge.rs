@@ -154,6 +154,10 @@ async fn a_foreign_origin_is_refused_before_a_session_exists() {
         scheme_variant.as_str(),
         "http://localhost:5173/app",
         "not an origin",
+        // Issue 27 item 6: a written port that is no port.
+        "http://localhost:99999",
+        "http://localhost:0",
+        "http://127.0.0.1:65536",
     ] {
         let (status, session, body) = initialize_from(&http, &url, Some(bad)).await;
         assert_eq!(status, 403, "Origin {bad}: {body}");

@@ -419,7 +419,7 @@ async fn a_slow_key_refresh_does_not_hold_up_known_keys() {
 
 /// The status of a raw HTTP/1.1 response on `stream`, its headers and
 /// body (by `Content-Length`).
-async fn read_response(stream: &mut tokio::net::TcpStream) -> (u16, String, Vec<u8>) {
+pub(crate) async fn read_response(stream: &mut tokio::net::TcpStream) -> (u16, String, Vec<u8>) {
     let mut buffer = Vec::new();
     let mut chunk = [0u8; 4096];
     let head_end = loop {
@@ -446,7 +446,7 @@ async fn read_response(stream: &mut tokio::net::TcpStream) -> (u16, String, Vec<
 }
 
 /// Sends only the head of a request declaring a `length`-byte body.
-async fn head_only(
+pub(crate) async fn head_only(
     server: &Server,
     method: &str,
     path: &str,

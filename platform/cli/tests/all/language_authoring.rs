@@ -131,8 +131,7 @@ async fn a_new_language_builds_passes_its_tests_the_lint_and_the_vectors() {
     })
     .await
     .unwrap();
-    let component: PathBuf =
-        crate::support::repository().join("target/language-new/wasm32-wasip2/release/greet.wasm");
+    let component: PathBuf = crate::support::repository().join("target/language-new/wasm32-wasip2/release/greet.wasm");
     let loaded = engine().load(&std::fs::read(&component).unwrap()).unwrap();
     assert_eq!(loaded.description().name, "greet/v1");
     let findings = lint(loaded.description());

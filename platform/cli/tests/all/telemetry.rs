@@ -55,11 +55,10 @@ fn sample(exposition: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
 }
 
 /// `promtool check metrics` on `exposition`: `Err` with its output when it
-/// finds a problem; `Ok(false)` (and the reason printed) when promtool is
-/// not installed.
+/// finds a problem. A missing promtool fails the test, naming its package.
 fn promtool_check(exposition: &str) -> Result<bool, String> {
     use std::io::Write;
-    let child = std::process::Command::new("promtool")
+    let child = std::process::Command::new(pilotage_test_support::required_program("promtool", "prometheus"))
         .args(["check", "metrics"])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -67,10 +66,6 @@ fn promtool_check(exposition: &str) -> Result<bool, String> {
         .spawn();
     let mut child = match child {
         Ok(child) => child,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            println!("skipped promtool check: promtool is not installed (.ci/run installs Debian's prometheus)");
-            return Ok(false);
-        }
         Err(error) => return Err(format!("promtool cannot start: {error}")),
     };
     child.stdin.take().expect("stdin").write_all(exposition.as_bytes()).map_err(|e| e.to_string())?;
@@ -179,8 +174,8 @@ fn promtool_rejects_a_malformed_exposition() {
     // The check the test above relies on can fail: an unterminated label
     // set is refused.
     match promtool_check("# HELP pilotage_x A.\n# TYPE pilotage_x gauge\npilotage_x{a=\"1\" 1\n") {
-        Ok(false) | Err(_) => {}
-        Ok(true) => panic!("promtool accepted a malformed exposition"),
+        Err(_) => {}
+        Ok(_) => panic!("promtool accepted a malformed exposition"),
     }
 }
 
@@ -233,11 +228,7 @@ async fn prometheus_value(prometheus: &str, query: &str) -> Option<f64> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_prometheus_server_scrapes_a_running_server() {
-    let prometheus_binary = std::path::Path::new("/usr/bin/prometheus");
-    if !prometheus_binary.exists() {
-        println!("skipped: /usr/bin/prometheus is not installed (.ci/run installs Debian's prometheus)");
-        return;
-    }
+    let prometheus_binary = pilotage_test_support::required_program("prometheus", "prometheus");
     pilotage_client::install_crypto_provider();
     let server = server(metrics_settings().await).await;
     let target: SocketAddr = server.metrics_addr.expect("a metrics listener");

@@ -529,6 +529,24 @@ async fn the_admin_api_checks_uploads_and_keeps_secrets() {
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
+    // Issue 27 item 6: the tenant permission is decided from the path,
+    // before a body is read. A 30 MiB upload declared to another tenant
+    // (also spelt with a percent-encoded path) is refused 403 before a byte
+    // of it is sent; to its own tenant, the server waits for the body.
+    use crate::hardening_sessions::{head_only, read_response};
+    for path in ["/admin/v1/tenants/globex/languages", "/admin/v1/tenants/%67lobex/languages"] {
+        let mut stream = head_only(server, "POST", path, Some(&tenant_admin), 30 << 20).await;
+        let (status, _, body) = tokio::time::timeout(std::time::Duration::from_secs(10), read_response(&mut stream))
+            .await
+            .expect("the server answered without the body");
+        assert_eq!(status, 403, "{path}: {}", String::from_utf8_lossy(&body));
+        let body: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(body["error"]["code"], "forbidden", "{body}");
+    }
+    let mut stream = head_only(server, "POST", "/admin/v1/tenants/acme/languages", Some(&tenant_admin), 1 << 20).await;
+    let early = tokio::time::timeout(std::time::Duration::from_millis(500), read_response(&mut stream)).await;
+    assert!(early.is_err(), "the server answered its own tenant's upload before the body arrived");
+    drop(stream);
 
     // Secrets: stored, listed by name only, used by a binding, never returned.
     let (status, _) = admin(

@@ -39,11 +39,26 @@ use super::api::{AdminLimits, AdminState, ApiError, authorize};
 pub(crate) async fn require_admin(State(state): State<AdminState>, mut request: Request, next: Next) -> Response {
     match authorize(&state, request.headers()).await {
         Ok(admin) => {
+            // The tenant a route acts on is in its path: a credential for
+            // another tenant is refused here, before any body is read.
+            if let Some(tenant) = path_tenant(request.uri().path())
+                && let Err(error) = admin.may(&tenant)
+            {
+                return error.into_response();
+            }
             request.extensions_mut().insert(admin);
             next.run(request).await
         }
         Err(error) => error.into_response(),
     }
+}
+
+/// The tenant of an admin route's path (`/tenants/{tenant}/…`), decoded.
+fn path_tenant(path: &str) -> Option<String> {
+    let mut segments = path.trim_start_matches('/').split('/');
+    let first = segments.next()?;
+    let tenant = segments.next().filter(|segment| first == "tenants" && !segment.is_empty())?;
+    Some(percent_encoding::percent_decode_str(tenant).decode_utf8_lossy().into_owned())
 }
 
 fn too_large(limit: usize, setting: &str) -> ApiError {

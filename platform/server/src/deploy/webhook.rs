@@ -3,13 +3,16 @@
 //! `webhook:<source>`, sealed like every secret):
 //!
 //! - `Pilotage-Timestamp`: the sending time, Unix seconds;
-//! - `Pilotage-Signature`: `sha256=` and the lowercase hex HMAC-SHA256 of
-//!   `<timestamp>.<body>` under the key.
+//! - `Pilotage-Signature`: `sha256=` and the hex HMAC-SHA256 of
+//!   `<timestamp>.<body>` under the key (`pilotage-signature`).
 //!
-//! A delivery whose timestamp is more than [`TOLERANCE_SECONDS`] away from
-//! the server's clock is stale (401); one whose signature was already
-//! received is a replay (409): deliveries are remembered in the store
-//! (fleet-wide) for longer than the tolerance. An accepted delivery fires
+//! A delivery to a tenant or source that does not exist is answered as one
+//! whose signature does not match (401), so the unauthenticated endpoint
+//! names no tenant. A delivery whose timestamp is more than
+//! [`TOLERANCE_SECONDS`] away from
+//! the server's clock is stale (401); one whose MAC was already received,
+//! in any encoding, is a replay (409): deliveries are remembered in the
+//! store (fleet-wide) by the MAC's bytes for longer than the tolerance. An accepted delivery fires
 //! every enabled deployment of the tenant with a webhook trigger on that
 //! source (each claimed once) and is answered `202` with the deployments it
 //! fires; the firings run after the answer.
@@ -21,9 +24,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use hmac::{Hmac, KeyInit, Mac};
 use serde_json::{Value, json};
-use sha2::Sha256;
 
 use pilotage_engine::installation::Trigger;
 
@@ -31,10 +32,8 @@ use super::model::{WEBHOOK_SECRET_PREFIX, of_tenant};
 use super::runtime::fire;
 use crate::tenancy::Platform;
 
-/// The timestamp header.
-pub const TIMESTAMP_HEADER: &str = "pilotage-timestamp";
-/// The signature header.
-pub const SIGNATURE_HEADER: &str = "pilotage-signature";
+use pilotage_signature::Signed;
+pub use pilotage_signature::{SIGNATURE_HEADER, TIMESTAMP_HEADER, sign};
 /// How far a delivery's timestamp may be from the server's clock.
 pub const TOLERANCE_SECONDS: i64 = 300;
 /// How long deliveries are remembered (twice the tolerance).
@@ -42,27 +41,6 @@ pub const REPLAY_WINDOW_MS: i64 = 2 * TOLERANCE_SECONDS * 1000;
 /// The largest event body accepted (larger: 413 before it is read
 /// whole); the bound every trigger event shares.
 pub use super::model::MAX_EVENT_BYTES;
-
-/// The signature header's value for `body` sent at `timestamp` (Unix
-/// seconds) under `key`: what a sender computes.
-pub fn sign(key: &[u8], timestamp: i64, body: &[u8]) -> String {
-    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key).expect("HMAC takes a key of any length");
-    mac.update(timestamp.to_string().as_bytes());
-    mac.update(b".");
-    mac.update(body);
-    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
-}
-
-fn verify(key: &[u8], timestamp: &str, body: &[u8], signature: &str) -> bool {
-    let Some(hex_part) = signature.strip_prefix("sha256=") else { return false };
-    let Ok(expected) = hex::decode(hex_part) else { return false };
-    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key).expect("HMAC takes a key of any length");
-    mac.update(timestamp.as_bytes());
-    mac.update(b".");
-    mac.update(body);
-    // Constant-time comparison.
-    mac.verify_slice(&expected).is_ok()
-}
 
 fn refuse(status: StatusCode, message: impl Into<String>) -> Response {
     (status, Json(json!({"error": message.into()}))).into_response()
@@ -103,12 +81,10 @@ async fn receive(
     // (which a test or the demo may have frozen), and so are the
     // remembered deliveries it is pruned by.
     let received_ms = pilotage_engine::clock::system_now_ms();
-    let unknown = || {
-        ("unknown_source", refuse(StatusCode::NOT_FOUND, format!("no webhook source '{source}' in tenant '{tenant}'")))
-    };
-    if platform.tenant(&tenant).is_none_or(|t| t.is_disabled()) {
-        return unknown();
-    }
+    // An unknown or disabled tenant, an unknown source and a signature
+    // that does not match answer alike (401, one body): the endpoint is
+    // unauthenticated, and must not tell which tenants or sources exist.
+    let not_matching = || refuse(StatusCode::UNAUTHORIZED, "the signature does not match this source's key");
     let header = |name: &str| headers.get(name).and_then(|value| value.to_str().ok()).map(str::to_owned);
     let (Some(timestamp), Some(signature)) = (header(TIMESTAMP_HEADER), header(SIGNATURE_HEADER)) else {
         return (
@@ -121,16 +97,21 @@ async fn receive(
             ),
         );
     };
+    let signed = match Signed::parse(&timestamp, &signature) {
+        Ok(signed) => signed,
+        Err(error) => return ("unauthorized", refuse(StatusCode::UNAUTHORIZED, error.to_string())),
+    };
+    if platform.tenant(&tenant).is_none_or(|t| t.is_disabled()) {
+        return ("unknown_source", not_matching());
+    }
     let key = match platform.secret_value(&tenant, &format!("{WEBHOOK_SECRET_PREFIX}{source}")).await {
         Ok(key) => key,
-        Err(_) => return unknown(),
+        Err(_) => return ("unknown_source", not_matching()),
     };
-    if !verify(key.as_bytes(), &timestamp, body, &signature) {
-        return ("unauthorized", refuse(StatusCode::UNAUTHORIZED, "the signature does not match this source's key"));
+    if !signed.verify(key.as_bytes(), body) {
+        return ("unauthorized", not_matching());
     }
-    let Ok(sent) = timestamp.parse::<i64>() else {
-        return ("unauthorized", refuse(StatusCode::UNAUTHORIZED, format!("{TIMESTAMP_HEADER} is not Unix seconds")));
-    };
+    let sent = signed.timestamp();
     if (received_ms / 1000 - sent).abs() > TOLERANCE_SECONDS {
         return (
             "stale",
@@ -146,7 +127,10 @@ async fn receive(
         Ok(event) => event,
         Err(error) => return ("malformed", refuse(StatusCode::BAD_REQUEST, format!("the body is not JSON: {error}"))),
     };
-    match platform.store().delivery_claim(&tenant, &source, &signature, received_ms).await {
+    // Remembered by the MAC's bytes: a re-cased signature is the same
+    // delivery.
+    let replay_id = signed.replay_id();
+    match platform.store().delivery_claim(&tenant, &source, &replay_id, received_ms).await {
         Ok(true) => {}
         Ok(false) => {
             return ("replayed", refuse(StatusCode::CONFLICT, "this delivery was already received (a replay)"));
@@ -166,8 +150,7 @@ async fn receive(
     let trigger = Trigger::Webhook { source: source.clone() };
     let matching: Vec<_> = deployments.into_iter().filter(|d| d.row.enabled && d.triggers.contains(&trigger)).collect();
     let names: Vec<String> = matching.iter().map(|d| d.row.name.clone()).collect();
-    let digest = signature.trim_start_matches("sha256=");
-    let delivery = format!("webhook:{}", &digest[..digest.len().min(32)]);
+    let delivery = format!("webhook:{}", &replay_id[..32]);
     let at = platform.clock().now_ms();
     for deployment in matching {
         let platform = platform.clone();
@@ -177,20 +160,4 @@ async fn receive(
         });
     }
     ("accepted", (StatusCode::ACCEPTED, Json(json!({"delivery": delivery, "fires": names}))).into_response())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_signature_verifies_only_for_its_key_timestamp_and_body() {
-        let signature = sign(b"key", 1_700_000_000, b"{\"state\":\"open\"}");
-        assert!(verify(b"key", "1700000000", b"{\"state\":\"open\"}", &signature));
-        assert!(!verify(b"other", "1700000000", b"{\"state\":\"open\"}", &signature));
-        assert!(!verify(b"key", "1700000001", b"{\"state\":\"open\"}", &signature));
-        assert!(!verify(b"key", "1700000000", b"{\"state\":\"shut\"}", &signature));
-        assert!(!verify(b"key", "1700000000", b"{\"state\":\"open\"}", "sha256=zz"));
-        assert!(!verify(b"key", "1700000000", b"{\"state\":\"open\"}", &signature.replace("sha256=", "")));
-    }
 }

@@ -106,6 +106,13 @@ fn parse_tuple(text: &str, allow_slash: bool) -> Result<(Tuple, bool), OriginErr
     if !path_ok || uri.query().is_some() || authority.as_str().contains('@') || authority.host().is_empty() {
         return Err(OriginError::Extra(text.to_owned()));
     }
+    // A port that is written must be one: `localhost:99999` or
+    // `localhost:` is no origin (`http::Uri` reads a port it cannot parse
+    // as none, which would stand for the scheme's default port).
+    let written_port = authority.as_str().strip_prefix(authority.host()).and_then(|rest| rest.strip_prefix(':'));
+    if written_port.is_some_and(|port| port.parse::<u16>().is_err() || port == "0" || port.starts_with('+')) {
+        return Err(OriginError::NotAnOrigin(text.to_owned()));
+    }
     let scheme = scheme.to_ascii_lowercase();
     let written = authority.port_u16();
     let port = written.or_else(|| default_port(&scheme));
@@ -291,6 +298,11 @@ mod tests {
             Some("http://127.0.0.1.evil.example:80"),
             Some("http://localhost:6274/path"),
             Some("not an origin"),
+            Some("http://localhost:99999"),
+            Some("http://localhost:0"),
+            Some("http://localhost:"),
+            Some("http://localhost:+80"),
+            Some("http://[::1]:65536"),
         ] {
             assert!(!check(&policy, bad), "{bad:?} must be refused");
         }

@@ -33,19 +33,43 @@ impl RiskHints {
         self.destructive || self.open_world
     }
 
-    /// The mismatch between an engine-defined risk label and these hints,
-    /// when the label claims to be safe and the hints say otherwise
-    /// (Part II §5.3: "a risk level presented as safe MUST NOT carry
-    /// destructive: true"). `None` when consistent.
+    /// The mismatch between an engine-defined risk label and these hints
+    /// (Part II §5.3: "the engine-defined `risk` value MUST be consistent
+    /// with `risk_hints`"), `None` when consistent:
+    /// - hints that say both `readOnly` and `destructive` contradict
+    ///   themselves (deleting or irreversibly altering state is a change);
+    /// - a label that [`label_reads_only`] says reads only carries
+    ///   `readOnly: true` and `destructive: false`; one it says changes
+    ///   state does not carry `readOnly: true`; the standard `destructive`
+    ///   label carries `destructive: true`.
+    ///
+    /// Other engine-defined labels are the engine's to mean.
     pub fn inconsistency_with(&self, risk: &str) -> Option<String> {
-        let claims_safe = matches!(risk, "safe" | "read" | "read_only" | "readonly" | "none");
-        if claims_safe && (self.destructive || !self.read_only) {
-            return Some(format!(
-                "risk '{risk}' presents as safe but risk_hints say readOnly={}, destructive={}",
-                self.read_only, self.destructive
-            ));
+        let said = || format!("risk_hints say readOnly={}, destructive={}", self.read_only, self.destructive);
+        if self.read_only && self.destructive {
+            return Some(format!("risk '{risk}': {} (a destructive operation is not read-only)", said()));
         }
-        None
+        match label_reads_only(risk) {
+            Some(true) if self.destructive || !self.read_only => {
+                Some(format!("risk '{risk}' presents as read-only but {}", said()))
+            }
+            Some(false) if self.read_only => Some(format!("risk '{risk}' changes state but {}", said())),
+            _ if risk == "destructive" && !self.destructive => Some(format!("risk 'destructive' but {}", said())),
+            _ => None,
+        }
+    }
+}
+
+/// What a standard or conventional risk label says about state changes:
+/// `Some(true)` for a label that presents as reading only (`safe`, `read`,
+/// `read_only`, `readonly`, `none`, `external_read`), `Some(false)` for one
+/// that changes state (`write`, `external_write`, `destructive`), `None`
+/// for an engine-defined label this crate cannot read (Part II §5.3).
+pub fn label_reads_only(risk: &str) -> Option<bool> {
+    match risk {
+        "safe" | "read" | "read_only" | "readonly" | "none" | "external_read" => Some(true),
+        "write" | "external_write" | "destructive" => Some(false),
+        _ => None,
     }
 }
 
@@ -108,6 +132,26 @@ mod tests {
         assert!(RiskHints::DESTRUCTIVE.inconsistency_with("safe").is_some());
         assert!(RiskHints::SAFE.inconsistency_with("safe").is_none());
         assert!(RiskHints::DESTRUCTIVE.inconsistency_with("destructive").is_none());
+    }
+
+    #[test]
+    fn every_standard_label_and_hint_pair_is_judged() {
+        let contradictory = RiskHints { read_only: true, destructive: true, open_world: false };
+        for label in ["safe", "write", "destructive", "engine_defined"] {
+            assert!(contradictory.inconsistency_with(label).is_some(), "{label}");
+        }
+        assert!(RiskHints::SAFE.inconsistency_with("destructive").is_some());
+        assert!(RiskHints::WRITE.inconsistency_with("destructive").is_some());
+        assert!(RiskHints::SAFE.inconsistency_with("write").is_some());
+        assert!(RiskHints::WRITE.inconsistency_with("write").is_none());
+        assert!(RiskHints::DESTRUCTIVE.inconsistency_with("write").is_none());
+        assert!(RiskHints::WRITE.inconsistency_with("engine_defined").is_none());
+        let external = RiskHints { read_only: true, destructive: false, open_world: true };
+        assert!(external.inconsistency_with("external_read").is_none());
+        assert!(external.inconsistency_with("external_write").is_some());
+        assert!(RiskHints::WRITE.inconsistency_with("external_read").is_some());
+        assert_eq!((label_reads_only("read"), label_reads_only("write")), (Some(true), Some(false)));
+        assert_eq!(label_reads_only("engine_defined"), None);
     }
 
     #[test]

@@ -38,7 +38,7 @@ use rule::{BRANCH, Test, child};
 pilotage_guest_sdk::use_language_allocator!();
 
 /// Diagnostic codes besides the reserved three (Part II §5.5), with meanings.
-pub const CODES: [(&str, &str); 22] = [
+pub const CODES: [(&str, &str); 23] = [
     (
         "malformed_rule",
         "Error. The program is not an object of `rule`, `description`, `trigger`, `conditions`, `actions` and `otherwise`, or `actions` is missing.",
@@ -88,6 +88,10 @@ pub const CODES: [(&str, &str); 22] = [
         "Error, at execution: an immediate Run (mode `immediate`, not a test run) of a rule that has a `trigger`. It would ignore the trigger and install nothing, so it is refused (outcome `validation_error`) before anything runs: deploy the rule (mode `deploy`), test it (`test_run: true` with `input.at`), or remove `trigger` to run the actions once now.",
     ),
     (
+        "deploy_needs_trigger",
+        "Error, at execution: a deploy (mode `deploy`) of a rule without a `trigger`. The deployment would never run, so it is refused (outcome `validation_error`) and nothing is installed: add a `trigger`, or run the actions once with mode `immediate`.",
+    ),
+    (
         "no_alternatives",
         "Error. An `or`, `any` or `not` member: every condition must hold; write a second rule for an alternative.",
     ),
@@ -108,7 +112,7 @@ const SCOPE: &str = "No value flows between steps. A `read` condition's output i
 const BINDING: &str = "`input` is optional; when given it is an object with at most `trigger` (an object), `event` (any JSON, read by `event` conditions) and `at` (an RFC 3339 instant such as \"2026-07-14T22:30:00+02:00\"), exactly what the host passes at a firing. Any other member, a non-object input or an `at` that is not RFC 3339 is an `input_binding` finding pointing into `input`. In a test run the host answers the clock with `at`, so time windows are evaluated at that instant. No `context` is taken.";
 const STEP_IDS: &str = "Plan and trace ids are the conditions' and actions' own `id`s, plus `when`, the branch that decides between `actions` (arm `then`) and `otherwise` (arm `else`). Only `read` conditions are steps of their own (they call a sensor); `event` and `time` conditions are decided inside `when`. The installation Run of a deploy has one step, `install`.";
 const DECISIONS: &str = "The `when` entry carries the branch decision first, `{at: \"when\", took: \"then\" | \"else\", because}` (`because` is `every condition holds`, or names the failing condition and why), then one decision per condition evaluated, in order, `{at: CONDITION_ID, took: \"true\" | \"false\", because}`, where `because` names the values compared and, for a window, the local clock, date and UTC offset. Evaluation stops at the first false condition. Every `read` runs before `when` decides, whatever the conditions find.";
-const OUTPUT: &str = "An execution's output is `{\"rule\": NAME, \"took\": \"then\" | \"else\", \"actions\": [ids of the actions run]}`, with `\"test_run\": true` in a test run; absent when the Run failed. A failed `read` or a first failed action makes the Run `error`; an action failing after another ran makes it `partial`. An immediate Run installs nothing, so a rule with a `trigger` is refused in mode `immediate` (`trigger_needs_deploy`, outcome `validation_error`, nothing run) unless it is a test run; a rule without `trigger` runs once. Only a deploy (mode `deploy`) installs the trigger; a deploy's output is `{\"deployment\": NAME, \"trigger\": TRIGGER}`, and what it installs as the body is the rule without its `trigger`, run at each firing.";
+const OUTPUT: &str = "An execution's output is `{\"rule\": NAME, \"took\": \"then\" | \"else\", \"actions\": [ids of the actions run]}`, with `\"test_run\": true` in a test run; absent when the Run failed. A failed `read` or a first failed action makes the Run `error`; an action failing after another ran makes it `partial`. An immediate Run installs nothing, so a rule with a `trigger` is refused in mode `immediate` (`trigger_needs_deploy`, outcome `validation_error`, nothing run) unless it is a test run; a rule without `trigger` runs once. Only a deploy (mode `deploy`) installs the trigger, and a deploy of a rule without one is refused (`deploy_needs_trigger`, outcome `validation_error`, nothing installed); a deploy's output is `{\"deployment\": NAME, \"trigger\": TRIGGER}`, and what it installs as the body is the rule without its `trigger`, run at each firing.";
 
 const CORE: &str = include_str!("../guides/core.md");
 

@@ -116,6 +116,29 @@ fn immediate_with_trigger() -> RunResult {
     )
 }
 
+/// The hint of [`DEPLOY_NEEDS_TRIGGER`]: what to do instead.
+pub const TRIGGER_HINT: &str = "a deployment runs when its trigger fires: add a top-level `trigger` (e.g. {\"webhook\": \"home\"}, {\"schedule\": {\"cron\": \"30 22 * * *\", \"time_zone\": \"Europe/Paris\"}} or {\"mqtt\": {\"broker\": \"home\", \"topic\": \"zigbee/+/door\"}}), or run the actions once now with mode \"immediate\"";
+
+/// The diagnostic code of a deploy of a rule without a trigger.
+pub const DEPLOY_NEEDS_TRIGGER: &str = "deploy_needs_trigger";
+
+/// The refusal of a deploy (mode `deploy`) of a rule without a trigger:
+/// the installation would never fire. Like [`immediate_with_trigger`], the
+/// program cannot run in this mode, which Part II §5.7 answers with
+/// `validation_error` and a diagnostic, nothing installed; `error` would
+/// tell the agent that something may have happened.
+fn deploy_without_trigger() -> RunResult {
+    let finding = diag::error_at(
+        DEPLOY_NEEDS_TRIGGER,
+        "",
+        "this rule has no `trigger`, so a deployment of it would never run; nothing was installed",
+    );
+    diag::refusal(
+        "a rule without a trigger is not deployed; nothing was installed",
+        &[diag::with_hint(finding, Some(TRIGGER_HINT.into()))],
+    )
+}
+
 /// The branch entry's decisions: the arm taken (first, as the plan–trace
 /// correspondence reads it), then each condition's.
 fn with_decisions(trace: TraceBuilder, branch: usize, decisions: Vec<Decision>) -> Vec<TraceStep> {
@@ -186,10 +209,8 @@ pub fn deploy(request: &RunRequest, validation: &Validation) -> DeployResult {
     let (rule, _) = rule::parse(&request.program);
     let trigger = match (errors.first(), rule.trigger) {
         (None, Some(trigger)) => trigger,
-        (first, _) => {
-            let why = first.copied().unwrap_or(
-                "it has no `trigger`; add one, e.g. \"trigger\": {\"webhook\": \"home\"}, or run it once with mode \"immediate\"",
-            );
+        (None, None) => return DeployResult { result: deploy_without_trigger(), installation: None },
+        (Some(why), _) => {
             return DeployResult {
                 result: RunResult {
                     outcome: failure(diag::ERROR, format!("the rule is invalid, nothing was installed: {why}")),

@@ -285,9 +285,12 @@ fn every_code_has_a_bad_and_a_good_case() {
         ("trigger_in_actions", action(json!({"id": "t", "trigger": {"webhook": "home"}}))),
         ("no_alternatives", condition(json!({"id": "either", "or": [{"event": "/state", "equals": "ajar"}]}))),
     ];
-    // `trigger_needs_deploy` is found at execution, not by the validator
-    // (see `a_rule_with_a_trigger_is_refused_in_an_immediate_run`).
-    let validator_codes: Vec<_> = CODES.iter().filter(|(code, _)| *code != run::TRIGGER_NEEDS_DEPLOY).collect();
+    // `trigger_needs_deploy` and `deploy_needs_trigger` are found at
+    // execution, not by the validator (see
+    // `a_rule_with_a_trigger_is_refused_in_an_immediate_run` and
+    // `a_rule_without_a_trigger_is_not_deployed`).
+    let at_execution = [run::TRIGGER_NEEDS_DEPLOY, run::DEPLOY_NEEDS_TRIGGER];
+    let validator_codes: Vec<_> = CODES.iter().filter(|(code, _)| !at_execution.contains(code)).collect();
     assert_eq!(cases.len(), validator_codes.len());
     for ((code, bad), &(declared, _)) in cases.iter().zip(validator_codes) {
         assert_eq!(*code, declared, "cases follow CODES");
@@ -915,10 +918,26 @@ fn a_rule_with_a_trigger_is_refused_in_an_immediate_run() {
 
 #[test]
 fn a_rule_without_a_trigger_is_not_deployed() {
+    // Bad: a deploy of a rule without a trigger is a validation refusal
+    // (Part II §5.7), with the code, the pointer and a hint; nothing is
+    // installed.
     let once = variant(|rule| drop(rule.as_object_mut().unwrap().remove("trigger")));
     let request = RunRequest { program: once, input: None, context: None, test_run: false, deploy: true };
+    let mut host = fake_at("2026-07-14T12:00:00Z");
+    let deployed = Automation::deploy(&request, &mut host);
+    assert!(deployed.installation.is_none() && host.calls.is_empty());
+    assert_eq!((deployed.result.outcome.ok, deployed.result.outcome.status.as_str()), (false, "validation_error"));
+    assert!(deployed.result.steps.is_empty());
+    let findings: Value = serde_json::from_str(deployed.result.output.as_deref().expect("the diagnostics")).unwrap();
+    assert_eq!(findings.as_array().map(Vec::len), Some(1), "{findings}");
+    assert_eq!((&findings[0]["code"], &findings[0]["path"]), (&json!(run::DEPLOY_NEEDS_TRIGGER), &json!("")));
+    let hint = findings[0]["hint"].as_str().unwrap();
+    for words in ["`trigger`", "webhook", "schedule", "mode \"immediate\""] {
+        assert!(hint.contains(words), "the hint lacks {words}: {hint}");
+    }
+    // Good: the same rule with its trigger is installed.
+    let request = RunRequest { program: porch().to_string(), ..request };
     let deployed = Automation::deploy(&request, &mut fake_at("2026-07-14T12:00:00Z"));
-    assert!(deployed.installation.is_none());
-    let error = deployed.result.outcome.error.unwrap();
-    assert!(error.contains("nothing was installed") && error.contains("no `trigger`"), "{error}");
+    assert_eq!(deployed.result.outcome, diag::success());
+    assert!(deployed.installation.is_some());
 }

@@ -207,6 +207,19 @@ pub(crate) struct RunEffects {
     pub(crate) clock_ms: Option<u64>,
 }
 
+/// Whether a test run performs an invocation of `entry` (Part II §6.5.7,
+/// test runs without side effects): only when its hints say read-only and
+/// not destructive, consistently with its label, and the label does not
+/// say it changes state. An engine-defined label this host cannot read
+/// leaves the decision to the hints.
+pub(crate) fn performs_in_test_run(entry: &CatalogEntry) -> bool {
+    let hints = entry.risk_hints;
+    hints.read_only
+        && !hints.destructive
+        && pilotage_protocol::risk::label_reads_only(&entry.risk) != Some(false)
+        && hints.inconsistency_with(&entry.risk).is_none()
+}
+
 /// What a test run's host answers for an invocation it does not perform.
 pub(crate) fn simulated_output() -> Value {
     serde_json::json!({"simulated": true})
@@ -243,9 +256,11 @@ impl Effects for RunEffects {
                 format!("the Run reached its bound of {} invocations", self.max_invocations),
             );
         }
-        // A test run never reaches an entry that is not read-only, whatever
-        // the component does: the host answers in its place.
-        if self.test_run && !entry.risk_hints.read_only {
+        // A test run never reaches an entry that is not read-only by both
+        // its label and its hints, whatever the component does: the host
+        // answers in its place. Test runs' freedom from side effects must
+        // not rest on one field an operator may have got wrong.
+        if self.test_run && !performs_in_test_run(&entry) {
             let parsed_input = serde_json::from_str(input).unwrap_or(Value::Null);
             if let Ok(mut record) = self.record.lock() {
                 record.invocations.push(Invocation {

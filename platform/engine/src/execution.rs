@@ -278,9 +278,11 @@ fn assess(
         breached.push(GuaranteeKind::MalformedResult);
         faults.push(format!("run status '{}' is not in the Language's closed set", outcome.status));
     }
-    // An execution-time refusal: nothing ran, the diagnostics ride
-    // `output` (guest SDK `diag::refusal`).
-    if outcome.status == VALIDATION_ERROR && !request.deploy && faults.is_empty() {
+    // An execution-time refusal: nothing ran (nor was installed), the
+    // diagnostics ride `output` (guest SDK `diag::refusal`). A deploy may
+    // refuse too: a program that cannot be installed as asked (Part II
+    // §5.7).
+    if outcome.status == VALIDATION_ERROR && faults.is_empty() {
         match refusal(component, result.output.as_deref(), &steps, &record) {
             Ok(diagnostics) => {
                 return Execution {

@@ -281,6 +281,30 @@ async fn request_error_kinds_are_reachable() {
     let mut other = args.clone();
     other["input"] = json!({"userId": "7"});
     assert_eq!(kind(&request_error(&client, "run_workflow", other).await), "idempotency_conflict");
+    // The same key with another `store` asks for another thing: a
+    // conflict, not the first Run's replay (issue 27 item 3).
+    let mut stored = args.clone();
+    stored["store"] = json!(true);
+    assert_eq!(kind(&request_error(&client, "run_workflow", stored).await), "idempotency_conflict");
+    // A test run and then the real Run under one key: the real Run is not
+    // answered with the test run's replay. Nor is a deploy.
+    let rule = json!({"rule": "porch-check",
+                      "conditions": [{"id": "door-opened", "event": "/state", "equals": "open"}],
+                      "actions": [{"id": "light-on", "call": "porch_light.turn_on", "with": {"brightness": 40}}]});
+    let input = json!({"event": {"device": "front_door", "state": "open"}, "at": "2026-07-14T22:30:00+02:00"});
+    let test_run = json!({"rule": rule, "input": input, "mode": "immediate", "test_run": true,
+                          "idempotency_key": "test-then-real"});
+    let first = ok(&client, "run_automation", test_run.clone()).await;
+    assert_eq!(first["outcome"]["ok"], json!(true), "{first}");
+    let replayed = ok(&client, "run_automation", test_run.clone()).await;
+    assert_eq!(replayed["run_id"], first["run_id"], "the same request replays");
+    let mut real = test_run.clone();
+    real["test_run"] = json!(false);
+    assert_eq!(kind(&request_error(&client, "run_automation", real).await), "idempotency_conflict");
+    let mut deploy = test_run.clone();
+    deploy["mode"] = json!("deploy");
+    deploy.as_object_mut().unwrap().remove("test_run");
+    assert_eq!(kind(&request_error(&client, "run_automation", deploy).await), "idempotency_conflict");
 
     // bounds_exceeded: a program nested beyond the bound.
     let mut deep = json!(1);

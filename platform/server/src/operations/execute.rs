@@ -266,9 +266,19 @@ pub(crate) async fn execute(context: &Context, slot: &Arc<LanguageSlot>, raw: &V
     }
     let idempotency = match &args.idempotency_key {
         Some(key) if declares_sub(SubFeature::Idempotency) => {
+            // Every member that changes what the request does is part of
+            // the key's fingerprint (Part II §6.5.6): the same key with
+            // another mode, a test run instead of a real one, or another
+            // `store` is a conflict, never the other request's replay.
+            let doing = format!(
+                "mode={};test_run={};store={}",
+                args.mode.as_deref().unwrap_or(""),
+                args.test_run.unwrap_or(false),
+                args.store.map_or("default", |store| if store { "true" } else { "false" })
+            );
             let runnable_hash = match &runnable {
-                Runnable::Inline(program) => sha(&[&language, "inline", &canonical_json(program)]),
-                Runnable::Promoted(program) => sha(&[&language, "ref", &program.program_ref]),
+                Runnable::Inline(program) => sha(&[&language, "inline", &canonical_json(program), &doing]),
+                Runnable::Promoted(program) => sha(&[&language, "ref", &program.program_ref, &doing]),
             };
             let input_hash = sha(&[
                 &args.input.as_ref().map(canonical_json).unwrap_or_default(),

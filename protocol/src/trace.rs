@@ -119,6 +119,14 @@ pub const SUMMARY_OUTPUT_MAX_BYTES: usize = 256;
 /// Characters of the JSON text kept in a truncation marker's `preview`.
 pub const SUMMARY_PREVIEW_CHARS: usize = 120;
 
+/// At `summary`, the outputs a trace keeps are bounded in total: once the
+/// next step's (possibly truncated) output would take the outputs kept past
+/// this many bytes of compact JSON, that step and every later one carry no
+/// `output` (Part II §5.8.1: `output` is optional at `summary`). A Run of a
+/// thousand steps then summarizes to its steps' ids, outcomes and decisions
+/// plus at most this much output.
+pub const SUMMARY_OUTPUTS_MAX_BYTES: usize = 16 * 1024;
+
 /// The documented `summary` truncation of one step output: the value
 /// itself when its compact JSON text is at most
 /// [`SUMMARY_OUTPUT_MAX_BYTES`] bytes, otherwise the object
@@ -149,15 +157,18 @@ pub fn summarize_output(output: &serde_json::Value) -> serde_json::Value {
 }
 
 /// Derives a trace at `level` from a full one (Part II §5.8.1): at
-/// `summary`, inputs are dropped and outputs truncated per
-/// [`summarize_output`]; control-flow entries never carry input or output.
-/// Returns `None` at level `none`. A level above the recorded one is not
-/// invented: the result's level is the lower of the two.
+/// `summary`, inputs are dropped, outputs truncated per
+/// [`summarize_output`] and bounded in total per
+/// [`SUMMARY_OUTPUTS_MAX_BYTES`]; control-flow entries never carry input or
+/// output. Returns `None` at level `none`. A level above the recorded one
+/// is not invented: the result's level is the lower of the two.
 pub fn at_level(full: &Trace, level: TraceLevel) -> Option<Trace> {
     let level = level.min(full.level);
     if level == TraceLevel::None {
         return None;
     }
+    let mut kept = 0usize;
+    let mut spent = false;
     let steps = full
         .steps
         .iter()
@@ -170,6 +181,15 @@ pub fn at_level(full: &Trace, level: TraceLevel) -> Option<Trace> {
                 step.input = None;
                 if full.level == TraceLevel::Full {
                     step.output = step.output.as_ref().map(summarize_output);
+                }
+                if let Some(output) = &step.output {
+                    let bytes = output.to_string().len();
+                    spent = spent || kept + bytes > SUMMARY_OUTPUTS_MAX_BYTES;
+                    if spent {
+                        step.output = None;
+                    } else {
+                        kept += bytes;
+                    }
                 }
             }
             step
@@ -247,6 +267,29 @@ mod tests {
         // A long array or string has no scalars member.
         assert!(summarize_output(&serde_json::json!(vec![1; 200])).get("scalars").is_none());
         assert!(summarize_output(&serde_json::json!("y".repeat(400))).get("scalars").is_none());
+    }
+
+    #[test]
+    fn a_summary_keeps_a_bounded_total_of_outputs() {
+        let step = full_trace().steps[0].clone();
+        let mut trace = full_trace();
+        trace.steps = (0..1000).map(|n| TraceStep { id: format!("each[{n}].a"), ..step.clone() }).collect();
+        let full_bytes = serde_json::to_string(&trace).unwrap().len();
+        let summary = at_level(&trace, TraceLevel::Summary).unwrap();
+        assert_eq!(summary.steps.len(), 1000, "every step stays");
+        let kept: Vec<usize> = summary
+            .steps
+            .iter()
+            .filter_map(|step| step.output.as_ref())
+            .map(|output| output.to_string().len())
+            .collect();
+        assert!(kept.iter().sum::<usize>() <= SUMMARY_OUTPUTS_MAX_BYTES);
+        assert!(!kept.is_empty() && kept.len() < 1000);
+        // The outputs kept are the first ones; every later step has none.
+        assert!(summary.steps[..kept.len()].iter().all(|step| step.output.is_some()));
+        assert!(summary.steps[kept.len()..].iter().all(|step| step.output.is_none()));
+        let summary_bytes = serde_json::to_string(&summary).unwrap().len();
+        assert!(summary_bytes * 4 < full_bytes, "summary {summary_bytes} bytes, full {full_bytes}");
     }
 
     #[test]

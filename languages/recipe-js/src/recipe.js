@@ -141,6 +141,8 @@ const STANDARD_RISK_LEVELS = [
 const SUMMARY_OUTPUT_MAX_BYTES = 256;
 /** Characters of JSON text kept in a truncation marker's preview (the platform's setting). */
 const SUMMARY_PREVIEW_CHARS = 120;
+/** Bytes of compact JSON the outputs of one `summary` trace may take in all (the platform's setting). */
+const SUMMARY_OUTPUTS_MAX_BYTES = 16384;
 
 const SAFE = { readOnly: true, destructive: false, openWorld: false };
 
@@ -278,7 +280,7 @@ function render(id, info, prose) {
     line('## Summary traces');
     line('');
     line(
-      `At \`summary\`, steps carry \`id\`, \`outcome\`, \`t_ms\`, decisions and \`output\`, never \`input\`. An output whose compact JSON text is at most ${SUMMARY_OUTPUT_MAX_BYTES} bytes is kept whole; a longer one is replaced by \`{"truncated": true, "bytes": N, "preview": "<first ${SUMMARY_PREVIEW_CHARS} characters of the JSON text>…"}\`, where N is the byte length of the full JSON text. When the output is an object, the marker also carries \`scalars\`: its top-level members whose values are numbers, booleans or null (counts and flags stay readable as fields).`,
+      `At \`summary\`, steps carry \`id\`, \`outcome\`, \`t_ms\`, decisions and \`output\`, never \`input\`. An output whose compact JSON text is at most ${SUMMARY_OUTPUT_MAX_BYTES} bytes is kept whole; a longer one is replaced by \`{"truncated": true, "bytes": N, "preview": "<first ${SUMMARY_PREVIEW_CHARS} characters of the JSON text>…"}\`, where N is the byte length of the full JSON text. When the output is an object, the marker also carries \`scalars\`: its top-level members whose values are numbers, booleans or null (counts and flags stay readable as fields). The outputs of one summary trace take at most ${SUMMARY_OUTPUTS_MAX_BYTES} bytes of that JSON in all: from the first step whose output would pass it, steps carry no \`output\` (fetch the trace at \`full\` for them).`,
     );
     line('');
     if (prose.output !== undefined) {

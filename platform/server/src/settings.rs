@@ -84,14 +84,19 @@ pub struct Settings {
     pub session_idle_secs: u64,
     /// Most MCP sessions one principal (tenant and subject) may hold open
     /// at once. Default 64 (a busy agent host opening one session per
-    /// conversation, with room to spare). Beyond it an `initialize` is
-    /// refused with HTTP 429, `Retry-After` and a JSON-RPC error; no
-    /// session is created. Each idle session costs about 120 KB. Counted
-    /// per replica (the sessions this process holds).
+    /// conversation, with room to spare). At it, a new `initialize`
+    /// closes the principal's least recently used idle session (no request
+    /// in flight, no open stream), whose next use gets 404 and initializes
+    /// again; only when every session of the principal is busy is the
+    /// `initialize` refused with HTTP 429, `Retry-After` and a JSON-RPC
+    /// error. Each idle session costs about 120 KB. Counted per replica
+    /// (the sessions this process holds), so a fleet of N replicas holds at
+    /// most N times it.
     pub max_sessions_per_principal: usize,
     /// Most MCP sessions one tenant may hold open at once, over all its
-    /// principals. Default 1024 (about 120 MB of idle sessions). Refused
-    /// like `max_sessions_per_principal`.
+    /// principals. Default 1024 (about 120 MB of idle sessions). At it, the
+    /// caller's own least recently used idle session is closed; a caller
+    /// with none is refused (429) until another's session ends.
     pub max_sessions_per_tenant: usize,
     /// Where the demo capability service listens; default: a free
     /// loopback port.

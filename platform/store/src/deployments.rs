@@ -8,6 +8,28 @@ use sqlx::any::AnyRow;
 
 use crate::store::{Store, StoreError};
 
+/// What [`Store::firing_claim_within`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FiringClaim {
+    /// The instance is this caller's to run.
+    Claimed,
+    /// Another caller (on any replica) claimed the instance first.
+    Taken,
+    /// The deployment fired its quota's worth in the window: nothing was
+    /// claimed.
+    OverQuota,
+}
+
+/// What [`Store::deployment_put_within`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeploymentPut {
+    /// Stored as this version.
+    Stored(i64),
+    /// The name is new and the tenant holds its quota's worth: nothing was
+    /// stored.
+    OverQuota,
+}
+
 /// One stored deployment.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeploymentRow {
@@ -100,7 +122,22 @@ impl Store {
     /// # Errors
     /// [`StoreError`] when the write fails.
     pub async fn deployment_put(&self, row: &DeploymentRow) -> Result<i64, StoreError> {
-        let mut transaction = self.pool.begin().await?;
+        match self.deployment_put_within(row, i64::MAX).await? {
+            DeploymentPut::Stored(version) => Ok(version),
+            DeploymentPut::OverQuota => Err(StoreError::Corrupt("a tenant holds i64::MAX deployments".into())),
+        }
+    }
+
+    /// [`Store::deployment_put`] within the `max_deployments` quota: a new
+    /// name is stored only while the tenant holds fewer than `limit`
+    /// deployments (replacing a name always is), counted and stored in one
+    /// step under the tenant's lock ([`Store::serialized`]), so concurrent
+    /// deploys on any replica never overshoot the quota.
+    ///
+    /// # Errors
+    /// [`StoreError`] when a read or the write fails.
+    pub async fn deployment_put_within(&self, row: &DeploymentRow, limit: i64) -> Result<DeploymentPut, StoreError> {
+        let mut transaction = self.serialized(&format!("deployments\u{1f}{}", row.tenant)).await?;
         let previous = sqlx::query("SELECT version, created_at FROM deployments WHERE tenant = $1 AND name = $2")
             .bind(&row.tenant)
             .bind(&row.name)
@@ -110,6 +147,16 @@ impl Store {
             Some(previous) => (previous.try_get::<i64, _>("version")? + 1, previous.try_get("created_at")?),
             None => (1, row.created_at),
         };
+        if previous.is_none() {
+            let held = sqlx::query("SELECT COUNT(*) AS n FROM deployments WHERE tenant = $1")
+                .bind(&row.tenant)
+                .fetch_one(&mut *transaction)
+                .await?
+                .try_get::<i64, _>("n")?;
+            if held >= limit {
+                return Ok(DeploymentPut::OverQuota);
+            }
+        }
         sqlx::query("DELETE FROM deployments WHERE tenant = $1 AND name = $2")
             .bind(&row.tenant)
             .bind(&row.name)
@@ -138,7 +185,7 @@ impl Store {
         .execute(&mut *transaction)
         .await?;
         transaction.commit().await?;
-        Ok(version)
+        Ok(DeploymentPut::Stored(version))
     }
 
     /// One deployment.
@@ -183,18 +230,6 @@ impl Store {
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(deployment_row).collect()
-    }
-
-    /// How many deployments a tenant has (the `max_deployments` quota).
-    ///
-    /// # Errors
-    /// [`StoreError`] when the read fails.
-    pub async fn deployments_count(&self, tenant: &str) -> Result<i64, StoreError> {
-        let row = sqlx::query("SELECT COUNT(*) AS n FROM deployments WHERE tenant = $1")
-            .bind(tenant)
-            .fetch_one(&self.pool)
-            .await?;
-        Ok(row.try_get("n")?)
     }
 
     /// Enabled deployments of every tenant (the `pilotage_deployments`
@@ -302,15 +337,47 @@ impl Store {
         Ok(done.rows_affected() > 0)
     }
 
-    /// Claims one trigger instance of a deployment; false when it was
-    /// already claimed (by any replica).
+    /// Claims one trigger instance of a deployment within the
+    /// `max_firings_per_minute` quota: counts the deployment's firings
+    /// claimed at or after `since_ms` and claims the instance only while
+    /// fewer than `limit`, in one step under the deployment's lock
+    /// ([`Store::serialized`]), so concurrent firings on any replica never
+    /// overshoot the quota.
     ///
     /// # Errors
-    /// [`StoreError`] when the write fails.
-    pub async fn firing_claim(&self, row: &FiringRow) -> Result<bool, StoreError> {
-        let done = sqlx::query(
+    /// [`StoreError`] when the read or the write fails.
+    pub async fn firing_claim_within(
+        &self,
+        row: &FiringRow,
+        since_ms: i64,
+        limit: i64,
+    ) -> Result<FiringClaim, StoreError> {
+        let mut transaction = self.serialized(&format!("firings\u{1f}{}\u{1f}{}", row.tenant, row.deployment)).await?;
+        let claimed =
+            sqlx::query("SELECT COUNT(*) AS n FROM firings WHERE tenant = $1 AND deployment = $2 AND instance = $3")
+                .bind(&row.tenant)
+                .bind(&row.deployment)
+                .bind(&row.instance)
+                .fetch_one(&mut *transaction)
+                .await?
+                .try_get::<i64, _>("n")?;
+        if claimed > 0 {
+            return Ok(FiringClaim::Taken);
+        }
+        let recent =
+            sqlx::query("SELECT COUNT(*) AS n FROM firings WHERE tenant = $1 AND deployment = $2 AND claimed_at >= $3")
+                .bind(&row.tenant)
+                .bind(&row.deployment)
+                .bind(since_ms)
+                .fetch_one(&mut *transaction)
+                .await?
+                .try_get::<i64, _>("n")?;
+        if recent >= limit {
+            return Ok(FiringClaim::OverQuota);
+        }
+        sqlx::query(
             "INSERT INTO firings (tenant, deployment, instance, version, run_id, owner, claimed_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING",
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
         )
         .bind(&row.tenant)
         .bind(&row.deployment)
@@ -319,9 +386,10 @@ impl Store {
         .bind(&row.run_id)
         .bind(&row.owner)
         .bind(row.claimed_at)
-        .execute(&self.pool)
+        .execute(&mut *transaction)
         .await?;
-        Ok(done.rows_affected() > 0)
+        transaction.commit().await?;
+        Ok(FiringClaim::Claimed)
     }
 
     /// A deployment's firings, newest first, at most `limit`.
@@ -351,22 +419,6 @@ impl Store {
                 })
             })
             .collect()
-    }
-
-    /// Firings of a deployment claimed at or after `since_ms` (the
-    /// `max_firings_per_minute` quota).
-    ///
-    /// # Errors
-    /// [`StoreError`] when the read fails.
-    pub async fn firings_since(&self, tenant: &str, deployment: &str, since_ms: i64) -> Result<i64, StoreError> {
-        let row =
-            sqlx::query("SELECT COUNT(*) AS n FROM firings WHERE tenant = $1 AND deployment = $2 AND claimed_at >= $3")
-                .bind(tenant)
-                .bind(deployment)
-                .bind(since_ms)
-                .fetch_one(&self.pool)
-                .await?;
-        Ok(row.try_get("n")?)
     }
 
     /// Records a webhook delivery by its signature; false when the same

@@ -49,7 +49,7 @@ pub mod tenants;
 pub use audit::AuditRow;
 pub use backend::Backend;
 pub use data_sources::DataSourceRow;
-pub use deployments::{DeploymentRow, FiringRow};
+pub use deployments::{DeploymentPut, DeploymentRow, FiringClaim, FiringRow};
 pub use fleet::{CHANGES_CHANNEL, ChangeRow, SessionRow};
 pub use idempotency::{Claim, HeldClaim, NewClaim};
 pub use languages::LanguageRow;

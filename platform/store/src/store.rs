@@ -137,6 +137,33 @@ impl Store {
         Ok(())
     }
 
+    /// A write transaction holding the fleet-wide lock named `key` until it
+    /// ends, so a quota's count and its claim inside it are one step for
+    /// every replica: on SQLite the database's write lock, taken at
+    /// `BEGIN IMMEDIATE`; on PostgreSQL a transaction-scoped advisory lock
+    /// on the key's 64-bit hash (two keys that collide only wait for each
+    /// other).
+    ///
+    /// # Errors
+    /// [`StoreError::Database`] when the transaction or the lock fails.
+    pub(crate) async fn serialized(&self, key: &str) -> Result<sqlx::Transaction<'static, sqlx::Any>, StoreError> {
+        match self.backend {
+            Backend::Sqlite => Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?),
+            Backend::Postgres => {
+                let mut transaction = self.pool.begin().await?;
+                // The lock function returns `void`, which the Any driver
+                // does not decode: count the one row instead.
+                sqlx::query(
+                    "SELECT COUNT(*) AS n FROM (SELECT pg_advisory_xact_lock(hashtextextended($1, 0))) AS held",
+                )
+                .bind(key)
+                .fetch_one(&mut *transaction)
+                .await?;
+                Ok(transaction)
+            }
+        }
+    }
+
     /// Whether the database answers.
     pub async fn ping(&self) -> bool {
         let _timer = self.timer(StoreOperation::Ping);

@@ -686,3 +686,67 @@ async fn quotas_bound_deployments_and_firings() {
     client.close().await;
     server.stop().await;
 }
+
+/// Issue 27 item 9: every quota's count and its claim are one step in the
+/// store. Six deploys of new names at once under `max_deployments` = 2
+/// store exactly two; twelve signed deliveries at once under
+/// `max_firings_per_minute` = 3 fire each deployment exactly three times
+/// (once four fired: the count and the claim were two steps).
+async fn quotas_hold_under_concurrent_bursts(backend: crate::endpoint::Backend) {
+    let mut settings = deployer_settings(backend).await;
+    settings.metrics_token = Some(METRICS_TOKEN.to_owned());
+    let server = crate::endpoint::server(settings).await;
+    let quotas = json!({"quotas": {"max_deployments": 2, "max_firings_per_minute": 3}});
+    let (status, body) = dev_admin(&server, reqwest::Method::PATCH, "/tenants/demo", Some(quotas)).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, _) =
+        dev_admin(&server, reqwest::Method::PUT, "/tenants/demo/secrets/webhook:bell", Some(json!({"value": "k"})))
+            .await;
+    assert_eq!(status, 200);
+    let client = PilotageClient::discover(Connection::http(&server.mcp_url(), None).await.unwrap()).await.unwrap();
+    let bell = |name: String| {
+        json!({"program": {"name": name, "steps": [{"id": "read", "calls": "cap_read_outbox"}],
+            "triggers": [{"webhook": "bell"}]}, "mode": "deploy"})
+    };
+    let deploys = (0..6).map(|n| client.execute_raw(DEPLOYER, bell(format!("burst-{n}"))));
+    let outcomes: Vec<_> = futures::future::join_all(deploys).await.into_iter().map(|r| r.unwrap().outcome).collect();
+    let stored = outcomes.iter().filter(|outcome| outcome.ok).count();
+    assert_eq!(stored, 2, "{outcomes:?}");
+    for refused in outcomes.iter().filter(|outcome| !outcome.ok) {
+        assert!(refused.error.as_deref().unwrap_or_default().contains("max_deployments"), "{refused:?}");
+    }
+    let names: Vec<String> =
+        server.platform.store().deployments_of_tenant("demo").await.unwrap().into_iter().map(|row| row.name).collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+
+    let now = chrono::Utc::now().timestamp();
+    let bodies: Vec<Value> = (0..12).map(|ring| json!({"ring": ring})).collect();
+    let rings = bodies.iter().map(|body| deliver(&server, "bell", b"k", now, body));
+    for (status, body) in futures::future::join_all(rings).await {
+        assert_eq!(status, 202, "{body}");
+    }
+    for name in &names {
+        await_firings(&server, name, 3).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for name in &names {
+        assert_eq!(firings(&server, name).await.len(), 3, "{name}: the quota holds under a burst");
+    }
+    let exposition = metrics(&server).await;
+    assert!(
+        exposition.lines().any(|l| l == "pilotage_firings_total{result=\"dropped\",trigger=\"webhook\"} 18"),
+        "{exposition}"
+    );
+    client.close().await;
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quotas_hold_under_concurrent_bursts_on_sqlite() {
+    quotas_hold_under_concurrent_bursts(crate::endpoint::Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quotas_hold_under_concurrent_bursts_on_postgres() {
+    quotas_hold_under_concurrent_bursts(crate::endpoint::Backend::Postgres).await;
+}

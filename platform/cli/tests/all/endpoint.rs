@@ -58,12 +58,22 @@ pub async fn request_error(client: &RunningService<RoleClient, ClientConfig>, na
     content
 }
 
+/// Above this many bytes of JSON, a Run's text block is a summary
+/// (`mcp::content` in the server).
+pub const CONTENT_JSON_MAX_BYTES: usize = 24 * 1024;
+
 /// Checks the Part III §6 envelope: `structuredContent` present and one
-/// text block with the same JSON.
+/// text block, with the same JSON, or (for a larger result) a short
+/// human-readable summary.
 pub fn envelope_agrees(result: &CallToolResult) -> Value {
     let structured = result.structured_content.clone().expect("structuredContent is always present");
     assert_eq!(result.content.len(), 1, "one content block");
     let text = result.content[0].as_text().expect("a text block").text.clone();
+    if structured.to_string().len() > CONTENT_JSON_MAX_BYTES {
+        assert!(text.len() < 4096, "a large result's text is a short summary, not {} bytes", text.len());
+        assert!(serde_json::from_str::<Value>(&text).is_err(), "a large result's text is not its JSON");
+        return structured;
+    }
     let parsed: Value = serde_json::from_str(&text).expect("the text block is JSON");
     assert_eq!(parsed, structured, "content and structuredContent differ");
     structured

@@ -10,8 +10,8 @@
 //! replica that fired last is killed; a signed webhook delivery sent to
 //! both replicas fires once (issue 15).
 //!
-//! haproxy is the Debian package; when it is missing the tests install it
-//! (`.ci/run` does too), as the interop tests install the SDK clients.
+//! haproxy is the Debian package (`.ci/run` installs it; README, "What the
+//! tests need"); when it is missing the tests fail naming it.
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -126,8 +126,18 @@ struct Fleet {
 
 impl Fleet {
     async fn start(count: usize, retention: &str) -> Fleet {
+        Fleet::start_with(count, retention, |_| {}).await
+    }
+
+    /// [`Fleet::start`] with every replica's settings edited by `edit`.
+    async fn start_with(
+        count: usize,
+        retention: &str,
+        edit: impl Fn(&mut pilotage_server::settings::Settings),
+    ) -> Fleet {
         pilotage_client::install_crypto_provider();
         let mut first = settings(Backend::Postgres).await;
+        edit(&mut first);
         first.retention = retention.to_owned();
         first.admin_token = Some(ADMIN_TOKEN.to_owned());
         first.bounds.execution.wall_time_ms = 1_500;
@@ -950,5 +960,134 @@ async fn a_signed_webhook_delivery_sent_to_both_replicas_fires_once() {
     assert!(firings.iter().all(|firing| firing.instance.starts_with("webhook:")), "{firings:?}");
     let expected: std::collections::BTreeMap<String, u64> = [("1".to_owned(), 1), ("2".to_owned(), 1)].into();
     assert_eq!(recorded.by_event("n"), expected, "{:?}", recorded.all());
+    fleet.stop().await;
+}
+
+/// Issue 27 item 9 across replicas: the quotas are counted and claimed in
+/// one step in the shared store. Six deploys of new names at once, spread
+/// over both replicas, under `max_deployments` = 2, store two; twelve
+/// signed deliveries at once, spread over both, under
+/// `max_firings_per_minute` = 3, fire three times and invoke three times.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quotas_hold_fleet_wide_under_concurrent_bursts() {
+    let fleet = Fleet::start(2, "PT1H").await;
+    let (record_url, recorded) = recording_service().await;
+    install_deployer(&fleet.balancer.base, &record_url).await;
+    let (status, answer) = admin_at(
+        &fleet.balancer.base,
+        reqwest::Method::PUT,
+        "/tenants/demo/secrets/webhook:hooks",
+        Some(json!({"value": HOOKS_KEY})),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    let quotas = json!({"quotas": {"max_deployments": 2, "max_firings_per_minute": 3}});
+    let (status, answer) = admin_at(&fleet.balancer.base, reqwest::Method::PATCH, "/tenants/demo", Some(quotas)).await;
+    assert_eq!(status, 200, "{answer}");
+    let program = |name: String| json!({"name": name, "steps": [{"id": "record", "calls": "cap_record"}], "triggers": [{"webhook": "hooks"}]});
+    for replica in 0..2 {
+        until_valid(&format!("{}/mcp", fleet.base(replica)), &program("probe".into())).await;
+        within_bound("the quotas reach every replica", || {
+            fleet.replicas[replica].platform.tenant("demo").is_some_and(|t| t.quotas().max_firings_per_minute == 3)
+        })
+        .await;
+    }
+    let mut clients = Vec::new();
+    for replica in 0..2 {
+        let connection = Connection::http(&format!("{}/mcp", fleet.base(replica)), None).await.unwrap();
+        clients.push(pilotage_client::PilotageClient::discover(connection).await.unwrap());
+    }
+    let deploys = (0..6).map(|n| {
+        clients[n % 2].execute_raw(DEPLOYER, json!({"program": program(format!("burst-{n}")), "mode": "deploy"}))
+    });
+    let outcomes: Vec<_> = futures::future::join_all(deploys).await.into_iter().map(|r| r.unwrap().outcome).collect();
+    assert_eq!(outcomes.iter().filter(|outcome| outcome.ok).count(), 2, "{outcomes:?}");
+    assert!(
+        outcomes.iter().filter(|o| !o.ok).all(|o| o.error.as_deref().unwrap_or_default().contains("max_deployments"))
+    );
+    for client in clients {
+        client.close().await;
+    }
+    let store = fleet.replicas[0].platform.store();
+    let names: Vec<String> =
+        store.deployments_of_tenant("demo").await.unwrap().into_iter().map(|row| row.name).collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+
+    // One deployment left, so every firing invokes cap_record once.
+    let (status, _) = admin_at(
+        &fleet.balancer.base,
+        reqwest::Method::DELETE,
+        &format!("/tenants/demo/deployments/{}", names[1]),
+        None,
+    )
+    .await;
+    assert_eq!(status, 204);
+    let sent = now_ms() / 1000;
+    let deliveries = (0..12).map(|n| {
+        let base = fleet.base(n % 2);
+        async move {
+            let body = json!({"n": n}).to_string();
+            let signature = pilotage_server::deploy::webhook::sign(HOOKS_KEY.as_bytes(), sent, body.as_bytes());
+            reqwest::Client::new()
+                .post(format!("{base}/events/demo/hooks"))
+                .header("content-type", "application/json")
+                .header(pilotage_server::deploy::webhook::TIMESTAMP_HEADER, sent.to_string())
+                .header(pilotage_server::deploy::webhook::SIGNATURE_HEADER, signature)
+                .body(body)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    });
+    let statuses = futures::future::join_all(deliveries).await;
+    assert!(statuses.iter().all(|status| *status == 202), "{statuses:?}");
+    until_firings(store, &names[0], 3, |_| true).await;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while recorded.all().len() < 3 {
+        assert!(Instant::now() < deadline, "the firings did not invoke cap_record");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(store.firings_of("demo", &names[0], 100).await.unwrap().len(), 3, "the quota holds fleet-wide");
+    assert_eq!(recorded.all().len(), 3, "{:?}", recorded.all());
+    fleet.stop().await;
+}
+
+/// Issue 27 item 8 across replicas: the session ceiling is counted per
+/// replica (documented), and a session closed at the ceiling to make room
+/// ends fleet-wide: no other replica restores it, while the principal's
+/// other sessions are served by either replica.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_closed_at_the_ceiling_ends_on_every_replica() {
+    let fleet = Fleet::start_with(2, "PT1H", |settings| settings.max_sessions_per_principal = 2).await;
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "fleet", "version": "1"}}});
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    let on = |replica: usize| format!("{}/mcp", fleet.base(replica));
+    let mut sessions = Vec::new();
+    for _ in 0..3 {
+        let (status, _, session, _) = exchange(&on(0), None, initialize.clone()).await;
+        assert_eq!(status, 200, "never locked out");
+        let session = session.expect("a session id");
+        assert_eq!(exchange(&on(0), Some(&session), initialized.clone()).await.0, 202);
+        sessions.push(session);
+    }
+    // The first, least recently used, was closed; the other two are served
+    // by either replica (the second restores them from the store).
+    for replica in [0, 1] {
+        assert_eq!(exchange(&on(replica), Some(&sessions[0]), list.clone()).await.0, 404, "replica {replica}");
+    }
+    for session in &sessions[1..] {
+        for replica in [1, 0] {
+            let (status, _, _, message) = exchange(&on(replica), Some(session), list.clone()).await;
+            assert_eq!(status, 200, "replica {replica}");
+            assert!(message.is_some_and(|m| m["result"]["tools"].is_array()));
+        }
+    }
+    let stored = fleet.replicas[0].platform.store().session_get(&sessions[0]).await.unwrap();
+    assert!(stored.is_none(), "the closed session is gone from the shared store");
     fleet.stop().await;
 }

@@ -211,11 +211,37 @@ async fn assert_refused(response: reqwest::Response, scope: &str, limit: u64) {
     assert_eq!(body["error"]["data"]["retry_after_s"], retry_after, "{body}");
     let message = body["error"]["message"].as_str().unwrap();
     assert!(message.contains("too many open MCP sessions") && message.contains("DELETE"), "{message}");
+    assert!(message.contains("none of your sessions is idle"), "{message}");
 }
 
-/// Regression test for issue 16 class 12: sessions are capped per
-/// principal and per tenant, counted live, and stateless requests are
-/// not counted.
+/// A GET stream of `session`, held open while the response lives (its body
+/// is not read).
+async fn stream(url: &str, token: Option<&str>, session: &str) -> reqwest::Response {
+    let mut request = http()
+        .get(url)
+        .header("accept", "text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("mcp-session-id", session);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.unwrap();
+    assert_eq!(response.status(), 200, "the GET stream opens");
+    response
+}
+
+/// The status of a `tools/list` in `session`.
+async fn listed(url: &str, token: Option<&str>, session: &str) -> u16 {
+    post(url, token, Some(session), &tools_list()).await.status().as_u16()
+}
+
+/// Regression test for issue 16 class 12 and issue 27 item 8: sessions are
+/// capped per principal and per tenant, counted live; at the ceiling the
+/// principal's least recently used idle session is closed to make room
+/// (clients that never DELETE do not lock their principal out), and only
+/// when every one of its sessions is busy (a request in flight, an open
+/// stream) is the `initialize` refused. Another principal's session is
+/// never closed; stateless requests are not counted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_are_capped_per_principal_and_per_tenant() {
     let mut settings = settings(Backend::Sqlite).await;
@@ -228,12 +254,53 @@ async fn sessions_are_capped_per_principal_and_per_tenant() {
     let bob = world.token("demo", "bob");
     let carol = world.token("demo", "carol");
 
-    let first = opened(&mcp, Some(&alice)).await;
-    let _second = opened(&mcp, Some(&alice)).await;
+    // Ten clients that never DELETE: each new one closes the least
+    // recently used idle session, so alice is never locked out, holds two,
+    // and the most recent two are the ones alive.
+    let mut sessions = Vec::new();
+    for _ in 0..10 {
+        sessions.push(opened(&mcp, Some(&alice)).await);
+    }
+    for (index, session) in sessions.iter().enumerate() {
+        let expected = if index >= 8 { 200 } else { 404 };
+        assert_eq!(listed(&mcp, Some(&alice), session).await, expected, "session {index}");
+    }
+    // Using the older of the two makes the other the least recent.
+    assert_eq!(listed(&mcp, Some(&alice), &sessions[8]).await, 200);
+    let newest = opened(&mcp, Some(&alice)).await;
+    assert_eq!(listed(&mcp, Some(&alice), &sessions[9]).await, 404, "the least recently used was closed");
+    assert_eq!(listed(&mcp, Some(&alice), &sessions[8]).await, 200);
+
+    // Busy sessions are never closed: with a stream open on each, the
+    // next initialize is refused; once one stream ends, it is served.
+    let streaming = [stream(&mcp, Some(&alice), &sessions[8]).await, stream(&mcp, Some(&alice), &newest).await];
     assert_refused(open(&mcp, Some(&alice)).await, "principal", 2).await;
-    // The refused initialize took no place: bob's fills the tenant.
-    let _bobs = opened(&mcp, Some(&bob)).await;
+    assert_eq!(listed(&mcp, Some(&alice), &sessions[8]).await, 200, "the refusal closed nothing");
+    let [first_stream, second_stream] = streaming;
+    drop(first_stream);
+    // The server notices the closed stream at its next write at the
+    // latest (an SSE keep-alive every 15 s).
+    let deadline = std::time::Instant::now() + Duration::from_secs(40);
+    let replacement = loop {
+        let response = open(&mcp, Some(&alice)).await;
+        if response.status() == 200 {
+            break response.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+        }
+        assert!(std::time::Instant::now() < deadline, "the ended stream left its session busy");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(listed(&mcp, Some(&alice), &sessions[8]).await, 404, "the idle one was closed");
+    assert_eq!(listed(&mcp, Some(&alice), &newest).await, 200, "the streaming one was kept");
+    drop(second_stream);
+
+    // The tenant ceiling (alice 2 + bob 1): carol, who holds nothing, is
+    // refused until another's session ends; bob closes only his own.
+    let bobs = opened(&mcp, Some(&bob)).await;
     assert_refused(open(&mcp, Some(&carol)).await, "tenant", 3).await;
+    let bobs_next = opened(&mcp, Some(&bob)).await;
+    assert_eq!(listed(&mcp, Some(&bob), &bobs).await, 404);
+    assert_eq!(listed(&mcp, Some(&alice), &newest).await, 200, "another principal's session is never closed");
+    assert_eq!(listed(&mcp, Some(&alice), &replacement).await, 200);
     // Another tenant has its own count.
     let _elsewhere = opened(&world.url("/t/other/mcp"), Some(&world.token("other", "carol"))).await;
 
@@ -255,31 +322,33 @@ async fn sessions_are_capped_per_principal_and_per_tenant() {
         client.cancel().await.unwrap();
     }
 
-    // Ending a session (DELETE) frees its place at once.
-    let (status, _) = answer(reqwest::Method::DELETE, &mcp, &alice, &first, &[]).await;
+    // Ending a session (DELETE) frees its place at once; a foreign DELETE
+    // frees nothing.
+    let (status, _) = answer(reqwest::Method::DELETE, &mcp, &carol, &bobs_next, &[]).await;
     assert_eq!(status, 204);
-    let carols = opened(&mcp, Some(&carol)).await;
-    assert_refused(open(&mcp, Some(&alice)).await, "tenant", 3).await;
-    // A foreign DELETE frees nothing.
-    let (status, _) = answer(reqwest::Method::DELETE, &mcp, &alice, &carols, &[]).await;
+    assert_refused(open(&mcp, Some(&carol)).await, "tenant", 3).await;
+    let (status, _) = answer(reqwest::Method::DELETE, &mcp, &bob, &bobs_next, &[]).await;
     assert_eq!(status, 204);
-    assert_refused(open(&mcp, Some(&alice)).await, "tenant", 3).await;
+    let _carols = opened(&mcp, Some(&carol)).await;
     world.server.stop().await;
 }
 
-/// A session that idles out gives its place back.
+/// A session that idles out gives its place back: at the tenant ceiling,
+/// a principal holding nothing is served once another's session idles out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_session_gives_its_place_back() {
     let mut settings = settings(Backend::Sqlite).await;
     settings.max_sessions_per_principal = 1;
+    settings.max_sessions_per_tenant = 1;
     settings.session_idle_secs = 1;
     let world = World::start(settings).await;
     let mcp = world.url("/mcp");
+    let bob = world.token("demo", "bob");
     let _held = opened(&mcp, None).await;
-    assert_refused(open(&mcp, None).await, "principal", 1).await;
+    assert_refused(open(&mcp, Some(&bob)).await, "tenant", 1).await;
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
     loop {
-        let response = open(&mcp, None).await;
+        let response = open(&mcp, Some(&bob)).await;
         if response.status() == 200 {
             assert!(response.headers().get("mcp-session-id").is_some());
             break;

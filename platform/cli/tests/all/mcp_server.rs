@@ -839,3 +839,98 @@ async fn stored_run_bytes_on_sqlite() {
 async fn stored_run_bytes_on_postgres() {
     stored_run_bytes_follow_the_records(Backend::Postgres).await;
 }
+
+/// Issue 27 item 7: a `for_each` of 1,000 invocations. Its execute result
+/// at the default level is far above what MCP hosts show of a tool result,
+/// so the text `content` is a short human-readable summary (outcome, step
+/// counts, the decisions, how to fetch the rest) while `structuredContent`
+/// stays whole; a summary trace (executed or fetched) keeps every step but
+/// bounds its outputs in total, a small fraction of the full trace. A
+/// small result's text stays its JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_result_is_summarized_in_content_and_whole_in_structured_content() {
+    let server = server(settings(Backend::Sqlite).await).await;
+    let client = client(&server.mcp_url()).await;
+    let program = json!({
+        "input": {"ids": "array"},
+        "steps": [
+            {"id": "each", "kind": "for_each", "over": "$.input.ids", "as": "id",
+             "do": [{"id": "orders", "kind": "call", "capability": "cap_list_orders", "with": {"user_id": "$.id"}}]},
+            {"id": "many", "kind": "branch", "if": {"gt": [1000, 10]}, "then": [], "else": []}
+        ],
+        "output": {"done": true}
+    });
+    let ids: Vec<&str> = vec!["42"; 1000];
+    let arguments = |level: Option<&str>| {
+        let mut arguments = json!({"workflow": program, "input": {"ids": ids}, "store": true});
+        if let Some(level) = level {
+            arguments["trace_level"] = json!(level);
+        }
+        arguments
+    };
+    let result = call(&client, "run_workflow", arguments(None)).await.unwrap();
+    let structured = result.structured_content.clone().unwrap();
+    assert_eq!(structured["outcome"]["status"], "success", "{structured}");
+    let steps = structured["trace"]["steps"].as_array().unwrap();
+    assert!(steps.len() > 1000, "structuredContent holds every step: {}", steps.len());
+    let full_bytes = structured.to_string().len();
+    let text = result.content[0].as_text().unwrap().text.clone();
+    assert!(text.len() < 4096 && text.len() * 50 < full_bytes, "{} bytes of text for {full_bytes}", text.len());
+    let run_id = structured["run_id"].as_str().unwrap();
+    for needle in [
+        format!("Run {run_id}: success (ok)"),
+        "1002 success".to_owned(),
+        "took continue 1000 times".to_owned(),
+        "Decisions (".to_owned(),
+        "structuredContent".to_owned(),
+        format!("trace_workflow {{\"run_id\": \"{run_id}\""),
+    ] {
+        assert!(text.contains(&needle), "{needle:?} missing from:\n{text}");
+    }
+    crate::endpoint::envelope_agrees(&result);
+
+    // At summary, inline and fetched: every step, no input, and outputs
+    // bounded in total, so the trace is its skeleton (ids, outcomes,
+    // decisions) plus at most SUMMARY_OUTPUTS_MAX_BYTES of output.
+    let summarized = ok(&client, "run_workflow", arguments(Some("summary"))).await;
+    let summary_bytes = summarized["trace"].to_string().len();
+    assert_eq!(summarized["trace"]["steps"].as_array().unwrap().len(), steps.len());
+    let mut skeleton = structured["trace"].clone();
+    for step in skeleton["steps"].as_array_mut().unwrap() {
+        let step = step.as_object_mut().unwrap();
+        step.remove("input");
+        step.remove("output");
+    }
+    let skeleton_bytes = skeleton.to_string().len();
+    // Each output kept also brings its member name.
+    let kept =
+        summarized["trace"]["steps"].as_array().unwrap().iter().filter(|step| step.get("output").is_some()).count();
+    let bound = skeleton_bytes + pilotage_protocol::trace::SUMMARY_OUTPUTS_MAX_BYTES + kept * ",\"output\":".len();
+    let trace_bytes = structured["trace"].to_string().len();
+    assert!(summary_bytes <= bound, "summary {summary_bytes} bytes, skeleton {skeleton_bytes}, full {trace_bytes}");
+    assert!(summary_bytes < trace_bytes, "summary {summary_bytes} bytes, full {trace_bytes}");
+    eprintln!(
+        "1,000 invocations: result {full_bytes} bytes, text {} bytes, full trace {trace_bytes}, summary trace {summary_bytes}, skeleton {skeleton_bytes}",
+        text.len()
+    );
+    let fetched = ok(&client, "trace_workflow", json!({"run_id": run_id, "trace_level": "summary"})).await;
+    assert!(fetched["trace"].to_string().len() <= bound);
+    let outputs: usize = fetched["trace"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|step| step.get("output"))
+        .map(|output| output.to_string().len())
+        .sum();
+    assert!(outputs <= pilotage_protocol::trace::SUMMARY_OUTPUTS_MAX_BYTES, "{outputs}");
+    let full = call(&client, "trace_workflow", json!({"run_id": run_id, "trace_level": "full"})).await.unwrap();
+    assert_eq!(full.structured_content.as_ref().unwrap()["trace"]["steps"].as_array().unwrap().len(), steps.len());
+    assert!(!full.content[0].as_text().unwrap().text.starts_with('{'), "the fetched full trace is summarized too");
+
+    // A small result keeps its JSON text.
+    let small =
+        call(&client, "run_workflow", json!({"workflow": spec_program(), "input": {"userId": "42"}})).await.unwrap();
+    let text = small.content[0].as_text().unwrap().text.clone();
+    assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), small.structured_content.unwrap());
+    server.stop().await;
+}

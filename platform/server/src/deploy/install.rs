@@ -10,7 +10,7 @@ use pilotage_engine::catalog::CatalogSnapshot;
 use pilotage_engine::installation::{Installation, Trigger};
 use pilotage_engine::validation::Validated;
 use pilotage_protocol::risk::RiskHints;
-use pilotage_store::{DeploymentRow, StoreError};
+use pilotage_store::{DeploymentPut, DeploymentRow, StoreError};
 use serde_json::Value;
 
 use super::broker::{BrokerError, check_filter};
@@ -145,14 +145,7 @@ pub(crate) async fn install(
         return Err(InstallError::Body("does not validate for the deployer"));
     }
     let store = platform.store();
-    let existing = store.deployment_get(&principal.tenant, &name).await?;
-    if existing.is_none() {
-        let count = store.deployments_count(&principal.tenant).await?;
-        let limit = context.tenant.quotas().max_deployments;
-        if count >= i64::from(limit) {
-            return Err(InstallError::Quota { tenant: principal.tenant.clone(), limit });
-        }
-    }
+    let limit = context.tenant.quotas().max_deployments;
     let now = platform.clock().now_ms();
     let next = next_due(&schedules, now);
     let baseline = crate::invocation::promotion::baseline(snapshot, &body_validated.references);
@@ -176,7 +169,11 @@ pub(crate) async fn install(
         updated_at: now,
         next_due: next,
     };
-    let version = store.deployment_put(&row).await?;
+    // The quota's count and the store are one step (fleet-wide).
+    let version = match store.deployment_put_within(&row, i64::from(limit)).await? {
+        DeploymentPut::Stored(version) => version,
+        DeploymentPut::OverQuota => return Err(InstallError::Quota { tenant: principal.tenant.clone(), limit }),
+    };
     changed(platform, &principal.tenant, &name).await;
     Ok(Installed { name, version, triggers, next_due: next })
 }

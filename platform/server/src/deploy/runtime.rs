@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use pilotage_engine::clock::rfc3339;
 use pilotage_engine::installation::Trigger;
-use pilotage_store::FiringRow;
+use pilotage_store::{FiringClaim, FiringRow};
 
 use super::model::{Deployment, next_due};
 use super::schedule::Schedule;
@@ -156,18 +156,6 @@ pub(crate) async fn fire(
     };
     let now = platform.clock().now_ms();
     let limit = i64::from(tenant.quotas().max_firings_per_minute);
-    match store.firings_since(&row.tenant, &row.name, now - 60_000).await {
-        Ok(count) if count >= limit => {
-            tracing::warn!(tenant = %row.tenant, deployment = %row.name, %instance, limit, "quota max_firings_per_minute reached: firing dropped");
-            metrics.firing(kind, "dropped", None);
-            return None;
-        }
-        Ok(_) => {}
-        Err(error) => {
-            tracing::warn!(%error, "cannot count firings");
-            return None;
-        }
-    }
     let run_id = new_run_id();
     let claim = FiringRow {
         tenant: row.tenant.clone(),
@@ -178,9 +166,16 @@ pub(crate) async fn fire(
         owner: platform.leases().instance_id().to_owned(),
         claimed_at: now,
     };
-    match store.firing_claim(&claim).await {
-        Ok(true) => {}
-        Ok(false) => return None,
+    // The quota's count and the instance's claim are one step in the
+    // store, so concurrent firings on any replica never overshoot it.
+    match store.firing_claim_within(&claim, now - 60_000, limit).await {
+        Ok(FiringClaim::Claimed) => {}
+        Ok(FiringClaim::Taken) => return None,
+        Ok(FiringClaim::OverQuota) => {
+            tracing::warn!(tenant = %row.tenant, deployment = %row.name, %instance, limit, "quota max_firings_per_minute reached: firing dropped");
+            metrics.firing(kind, "dropped", None);
+            return None;
+        }
         Err(error) => {
             tracing::warn!(%error, "cannot claim a firing");
             return None;

@@ -13,7 +13,9 @@ use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use rmcp::transport::streamable_http_server::{SessionId, StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::transport::streamable_http_server::{
+    SessionId, SessionManager, StreamableHttpServerConfig, StreamableHttpService,
+};
 use tokio_util::sync::CancellationToken;
 
 use super::{compat, connections, metrics, origin, session_binding};
@@ -38,6 +40,7 @@ fn mcp_service(
     shutdown: &CancellationToken,
     bindings: &SessionBindings,
     shared: Option<&crate::fleet::sessions::SharedSessions>,
+    mut evictions: tokio::sync::mpsc::UnboundedReceiver<String>,
 ) -> StreamableHttpService<ObservedServer, ObservedSessions<LocalSessionManager>> {
     let shared = shared.cloned();
     let mut sessions = LocalSessionManager::default();
@@ -82,9 +85,24 @@ fn mcp_service(
     }
     let factory = platform.clone();
     let listeners = listeners.clone();
+    let manager = Arc::new(ObservedSessions::new(sessions, on_close, bindings.clone()));
+    // A session evicted at the ceiling (its binding already ended) is
+    // closed here: its transport and runs go, and with replicas it ends
+    // fleet-wide, so no replica restores it.
+    let closer = manager.clone();
+    let store = platform.store().clone();
+    let fleet = shared.is_some();
+    platform.runtime().spawn(async move {
+        while let Some(id) = evictions.recv().await {
+            if fleet && let Err(error) = store.session_end(&id).await {
+                tracing::error!(session = %id, %error, "cannot end an evicted session");
+            }
+            let _ = closer.close_session(&SessionId::from(id)).await;
+        }
+    });
     StreamableHttpService::new(
         move || Ok(ObservedServer::http(PilotageServer::new(factory.clone(), listeners.clone()))),
-        Arc::new(ObservedSessions::new(sessions, on_close)),
+        manager,
         config,
     )
 }
@@ -123,13 +141,15 @@ pub(crate) fn app(
     // Replicas on one PostgreSQL share sessions (fleet::sessions).
     let shared =
         platform.store().is_shared().then(|| crate::fleet::sessions::SharedSessions::new(platform.store().clone()));
-    let mcp = mcp_service(&platform, &listeners, settings, &shutdown, &bindings, shared.as_ref());
+    let (evict, evictions) = tokio::sync::mpsc::unbounded_channel();
+    let mcp = mcp_service(&platform, &listeners, settings, &shutdown, &bindings, shared.as_ref(), evictions);
     let compat = compat::Compat {
         max_body_bytes: settings.max_body_bytes,
         timeout: Duration::from_millis(settings.request_timeout_ms),
         body_read_timeout: Duration::from_millis(settings.body_read_timeout_ms),
     };
-    let binding = session_binding::SessionBinding { bindings, max_body_bytes: settings.max_body_bytes, shared };
+    let binding =
+        session_binding::SessionBinding { bindings, max_body_bytes: settings.max_body_bytes, shared, evictions: evict };
     let auth = admin.auth.clone();
     let origins = Arc::new(origin::OriginPolicy::new(&settings.allowed_origins, &settings.public_url()));
     // Order: the Origin check first, then authenticate (a refused request

@@ -11,7 +11,9 @@
 //!   first takes a place under the ceilings
 //!   ([`SessionBindings::reserve`]); beyond a ceiling it is refused with
 //!   HTTP 429, `Retry-After` and a JSON-RPC error, and no session is
-//!   created. The place travels to the session manager with the request
+//!   created, only when none of the principal's own sessions is idle:
+//!   otherwise its least recently used idle one is closed to make room
+//!   (`mcp::session_binding`). The place travels to the session manager with the request
 //!   ([`PendingSession`]), which binds it to the new id.
 //!
 //! Why 429 and not 403: the refusal is about what the caller holds now and
@@ -31,7 +33,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use crate::mcp::session_binding::{PendingSession, SessionBindingError, SessionBindings, SessionOwner};
+use crate::mcp::session_binding::{PendingSession, Reserved, SessionBindingError, SessionBindings, SessionOwner};
 use crate::tenancy::Principal;
 
 /// The session header of Streamable HTTP.
@@ -56,6 +58,9 @@ pub(crate) struct SessionBinding {
     pub max_body_bytes: usize,
     /// Sessions shared by replicas on one PostgreSQL; `None` on SQLite.
     pub shared: Option<crate::fleet::sessions::SharedSessions>,
+    /// Where the id of a session evicted at the ceiling goes to be closed
+    /// (`http/router.rs` closes it in the session manager).
+    pub evictions: tokio::sync::mpsc::UnboundedSender<String>,
 }
 
 /// The JSON-RPC `id` of an `initialize` request, when `body` is one.
@@ -130,7 +135,13 @@ pub(crate) async fn session_binding(State(layer): State<SessionBinding>, mut req
         return next.run(Request::from_parts(parts, Body::from(bytes))).await;
     };
     let pending = match layer.bindings.reserve(&caller) {
-        Ok(reservation) => PendingSession::new(reservation),
+        Ok(Reserved { reservation, evicted }) => {
+            if let Some(evicted) = evicted {
+                tracing::info!(tenant = %caller.tenant, subject = %caller.subject, session = %evicted, "the principal's least recently used idle MCP session was closed to make room for a new one");
+                let _ = layer.evictions.send(evicted);
+            }
+            PendingSession::new(reservation)
+        }
         Err(error) => {
             tracing::info!(tenant = %caller.tenant, subject = %caller.subject, %error, "refused an MCP session");
             return ceiling_refusal(&error, id);

@@ -1,10 +1,12 @@
 //! The MCP binding (Part III): an rmcp `ServerHandler` that declares the
 //! extension, carries the inline manifest and the welcome text, lists each
 //! tenant's tools, and maps every operation's result onto its channel:
-//! `structuredContent` always, one JSON text block, `isError` only for
-//! request errors, JSON-RPC errors only for structural faults.
+//! `structuredContent` always, one text block (the JSON, or for a large
+//! Run result a short summary), `isError` only for request errors,
+//! JSON-RPC errors only for structural faults.
 //!
 //! - `tools`: the tool surface and dispatch roles;
+//! - `content`: the text block of execute and trace-fetch results;
 //! - `arguments`: the structural check of tool arguments against the
 //!   advertised input schemas (carrier errors, Part III §7.1);
 //! - `schemas`: input and output schemas;
@@ -14,6 +16,7 @@
 //! - [`observed`]: every request's server span and metrics.
 
 pub(crate) mod arguments;
+mod content;
 pub mod listeners;
 pub mod observed;
 mod resolution;

@@ -13,10 +13,10 @@ use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
-use super::arguments;
 use super::listeners::Listeners;
 use super::resolution::ToolResolution;
 use super::tools::{self, ToolRole};
+use super::{arguments, content};
 use crate::operations::{self, Caller, Context, OpError};
 use crate::tenancy::{Platform, Principal};
 use pilotage_protocol::{EXTENSION_ID, META_KEY, PILOTAGE_VERSION};
@@ -103,6 +103,19 @@ pub fn envelope(result: Result<Value, OpError>) -> Result<CallToolResult, McpErr
             Ok(CallToolResult::structured_error(serde_json::to_value(error).unwrap_or(Value::Null)))
         }
         Err(OpError::Structural(message)) => Err(McpError::invalid_params(message, None)),
+    }
+}
+
+/// [`envelope`] for an execute or trace-fetch result, whose text block is
+/// [`content::run_text`]: the JSON while it is small, else a summary that
+/// names `trace_tool` for the rest.
+fn run_envelope(result: Result<Value, OpError>, trace_tool: Option<&str>) -> Result<CallToolResponse, McpError> {
+    match result {
+        Ok(value) => {
+            let text = content::run_text(&value, value.to_string(), trace_tool);
+            Ok(structured_with_text(value, text).into())
+        }
+        Err(error) => envelope(Err(error)).map(Into::into),
     }
 }
 
@@ -242,8 +255,16 @@ impl ServerHandler for PilotageServer {
                     Err(error) => envelope(Err(error)).map(Into::into),
                 };
             }
-            ToolRole::Execute(slot) => operations::execute::execute(&context, &slot, &args).await,
-            ToolRole::Trace(slot) => operations::trace_fetch::trace(&context, &slot, &args).await,
+            // A Run's result may be large: its text block becomes a summary
+            // above a size (`content`), structuredContent stays whole.
+            ToolRole::Execute(slot) => {
+                let result = operations::execute::execute(&context, &slot, &args).await;
+                return run_envelope(result, slot.exposure.loop_tools.trace.as_deref());
+            }
+            ToolRole::Trace(slot) => {
+                let result = operations::trace_fetch::trace(&context, &slot, &args).await;
+                return run_envelope(result, slot.exposure.loop_tools.trace.as_deref());
+            }
             ToolRole::Promote(slot) => operations::promote::promote(&context, &slot, &args).await,
         };
         envelope(result).map(Into::into)

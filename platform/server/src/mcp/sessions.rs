@@ -16,7 +16,7 @@ use rmcp::model::{ClientJsonRpcMessage, GetExtensions, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_server::session::{EventStore, ServerSseMessage};
 use rmcp::transport::streamable_http_server::{RestoreOutcome, SessionId, SessionManager};
 
-use super::session_binding::PendingSession;
+use super::session_binding::{PendingSession, SessionBindings};
 
 /// The reservation an `initialize` message carries, if any.
 fn pending(message: &ClientJsonRpcMessage) -> Option<PendingSession> {
@@ -24,17 +24,36 @@ fn pending(message: &ClientJsonRpcMessage) -> Option<PendingSession> {
     request.request.extensions().get::<http::request::Parts>()?.extensions.get::<PendingSession>().cloned()
 }
 
-/// A session manager that reports each session's end once.
+/// A session manager that reports each session's end once, and marks a
+/// session in use while a request of it is in flight or a stream of it is
+/// open (so it is never evicted at the ceiling then).
 pub(crate) struct ObservedSessions<M> {
     inner: M,
     on_close: Arc<dyn Fn(&SessionId) + Send + Sync>,
+    bindings: SessionBindings,
 }
 
 impl<M> ObservedSessions<M> {
     /// Wraps `inner`; `on_close` runs once per ended session (it must be
     /// quick: spawn async work).
-    pub(crate) fn new(inner: M, on_close: Arc<dyn Fn(&SessionId) + Send + Sync>) -> Self {
-        ObservedSessions { inner, on_close }
+    pub(crate) fn new(inner: M, on_close: Arc<dyn Fn(&SessionId) + Send + Sync>, bindings: SessionBindings) -> Self {
+        ObservedSessions { inner, on_close, bindings }
+    }
+
+    /// `stream`, holding session `id` in use until it ends or is dropped.
+    fn held<S>(
+        &self,
+        id: &SessionId,
+        stream: S,
+    ) -> impl futures::Stream<Item = ServerSseMessage> + Send + Sync + 'static
+    where
+        S: futures::Stream<Item = ServerSseMessage> + Send + Sync + 'static,
+    {
+        let guard = self.bindings.owner(id).and_then(|owner| self.bindings.in_use(id, &owner));
+        futures::StreamExt::map(stream, move |message| {
+            let _held = &guard;
+            message
+        })
     }
 }
 
@@ -80,7 +99,8 @@ impl<M: SessionManager> SessionManager for ObservedSessions<M> {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<impl futures::Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        self.inner.create_stream(id, message).await
+        let stream = self.inner.create_stream(id, message).await?;
+        Ok(self.held(id, stream))
     }
 
     async fn accept_message(&self, id: &SessionId, message: ClientJsonRpcMessage) -> Result<(), Self::Error> {
@@ -91,7 +111,8 @@ impl<M: SessionManager> SessionManager for ObservedSessions<M> {
         &self,
         id: &SessionId,
     ) -> Result<impl futures::Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        self.inner.create_standalone_stream(id).await
+        let stream = self.inner.create_standalone_stream(id).await?;
+        Ok(self.held(id, stream))
     }
 
     async fn resume(
@@ -99,7 +120,8 @@ impl<M: SessionManager> SessionManager for ObservedSessions<M> {
         id: &SessionId,
         last_event_id: String,
     ) -> Result<impl futures::Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        self.inner.resume(id, last_event_id).await
+        let stream = self.inner.resume(id, last_event_id).await?;
+        Ok(self.held(id, stream))
     }
 
     async fn restore_session(&self, id: SessionId) -> Result<RestoreOutcome<Self::Transport>, Self::Error> {

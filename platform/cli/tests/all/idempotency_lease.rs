@@ -88,12 +88,26 @@ impl Process {
 }
 
 async fn serve(data_dir: &std::path::Path, database_url: Option<&str>) -> Process {
+    serve_with(data_dir, database_url, &[]).await
+}
+
+/// [`serve`] with a lease of `LEASE_MS` unless `extra` sets the lease,
+/// renewal and execution flags itself.
+async fn serve_with(data_dir: &std::path::Path, database_url: Option<&str>, extra: &[&str]) -> Process {
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_pilotage"));
     command
         .args(["serve", "--listen", "127.0.0.1:0", "--demo-postgres", "off", "--admin-token", ADMIN_TOKEN])
-        .args(["--idempotency-lease-ms", &LEASE_MS.to_string(), "--idempotency-renew-ms", &RENEW_MS.to_string()])
         .arg("--data-dir")
         .arg(data_dir);
+    if extra.is_empty() {
+        command.args([
+            "--idempotency-lease-ms",
+            &LEASE_MS.to_string(),
+            "--idempotency-renew-ms",
+            &RENEW_MS.to_string(),
+        ]);
+    }
+    command.args(extra);
     if let Some(url) = database_url {
         command.args(["--database-url", url]);
     }
@@ -221,4 +235,92 @@ async fn a_live_runs_claim_is_renewed_not_taken_over_on_sqlite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_runs_claim_is_renewed_not_taken_over_on_postgres() {
     live_claim_is_not_taken_over(Backend::Postgres).await;
+}
+
+/// Issue 27 item 2: the first retry after a crash gets the recorded
+/// outcome even when the lease is longer than the Run's wall time (it
+/// waited the wall time out and answered `internal … not finished`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_retry_after_a_crash_waits_out_a_long_lease() {
+    let service = slow_service(Duration::from_secs(8)).await;
+    let data_dir = std::env::temp_dir().join(unique("lease-long"));
+    // The lease outlasts the wall time and the old wait (wall time + 10 s)
+    // by more than a process start.
+    let flags = ["--idempotency-lease-ms", "20000", "--idempotency-renew-ms", "5000", "--execute-timeout-ms", "1000"];
+    let mut first = serve_with(&data_dir, None, &flags).await;
+    put_entry(&first.base(), &slow_entry(&service.url)).await;
+    let arrived = service.arrived.notified();
+    let url = first.url.clone();
+    let in_flight = tokio::spawn(async move { call(&url, slow_request("long-lease", 1)).await });
+    tokio::time::timeout(Duration::from_secs(30), arrived).await.expect("the Run reaches the slow capability");
+    first.child.start_kill().unwrap();
+    first.child.wait().await.unwrap();
+    let _ = in_flight.await;
+    let second = serve_with(&data_dir, None, &flags).await;
+    let retry = result(call(&second.url, slow_request("long-lease", 1)).await);
+    assert_eq!(retry["outcome"]["status"], "partial", "{retry}");
+    assert_eq!(result(call(&second.url, slow_request("long-lease", 1)).await), retry);
+    drop(second);
+    let _ = std::fs::remove_dir_all(&data_dir);
+}
+
+/// Issue 27 item 2 across two replicas: replica 1 holds a key on a slow
+/// Run and is paused (SIGSTOP) past its lease; a retry on replica 2 takes
+/// the key over and answers `partial`. Resumed, replica 1 finishes the
+/// Run, but its claim is fenced: its caller gets the same recorded
+/// `partial`, the stored Run says `partial` too (with the step that
+/// really ran), and nothing ran twice. One Run, one outcome.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_replica_answers_the_outcome_recorded_for_its_key() {
+    let service = slow_service(Duration::from_secs(6)).await;
+    let data_dir = std::env::temp_dir().join(unique("lease-paused"));
+    let database_url = postgres_schema().await;
+    let first = serve(&data_dir, Some(&database_url)).await;
+    let second = serve(&data_dir, Some(&database_url)).await;
+    put_entry(&first.base(), &slow_entry(&service.url)).await;
+    // The entry reaches the second replica through the change log.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let connection = Connection::http(&second.url, None).await.unwrap();
+        let program = slow_request("probe", 1)["workflow"].clone();
+        let valid = matches!(connection.call("validate_workflow", json!({"workflow": program})).await,
+            Ok(Reply::Result(value)) if value["valid"] == true);
+        connection.close().await;
+        if valid {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the second replica never saw the entry");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let key = "paused-key";
+    let arrived = service.arrived.notified();
+    let url = first.url.clone();
+    let original = tokio::spawn(async move { call(&url, slow_request(key, 1)).await });
+    tokio::time::timeout(Duration::from_secs(30), arrived).await.expect("the Run reaches the slow capability");
+    let pid = first.child.id().unwrap().to_string();
+    let signal = |name: &str| {
+        let status = std::process::Command::new("kill").args([name, &pid]).status().expect("kill runs");
+        assert!(status.success(), "kill {name}");
+    };
+    signal("-STOP");
+    let retry = result(call(&second.url, slow_request(key, 1)).await);
+    signal("-CONT");
+    assert_eq!(retry["outcome"]["status"], "partial", "{retry}");
+    let original = result(original.await.unwrap());
+    assert_eq!(original, retry, "the paused replica's caller got another outcome");
+    assert_eq!(result(call(&first.url, slow_request(key, 1)).await), retry);
+    // The stored Run has the same outcome, and the step that ran.
+    let run_id = retry["run_id"].as_str().unwrap();
+    let connection = Connection::http(&second.url, None).await.unwrap();
+    let Ok(Reply::Result(fetched)) =
+        connection.call("trace_workflow", json!({"run_id": run_id, "trace_level": "full"})).await
+    else {
+        panic!("the Run is fetchable")
+    };
+    connection.close().await;
+    assert_eq!(fetched["outcome"], retry["outcome"], "{fetched}");
+    assert_eq!(fetched["trace"]["steps"][0]["output"], json!({"effect": 1}), "{fetched}");
+    assert_eq!(service.calls.load(Ordering::SeqCst), 1, "nothing ran twice");
+    drop((first, second));
+    let _ = std::fs::remove_dir_all(&data_dir);
 }

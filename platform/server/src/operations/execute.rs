@@ -489,6 +489,7 @@ pub(crate) async fn execute(context: &Context, slot: &Arc<LanguageSlot>, raw: &V
         &run_id,
         requested_level,
         args.store,
+        idempotency.as_ref().map(|(key, _, _)| key.as_str()),
     )
     .await;
     let response = match response {
@@ -507,28 +508,14 @@ pub(crate) async fn execute(context: &Context, slot: &Arc<LanguageSlot>, raw: &V
     drop(slot_guard);
     observe_outcome(context, &language, &run_id, &response.outcome.status);
     // A Run the component refused holds no key (refused Runs have no
-    // effects and may be retried with the same key once corrected).
-    let refused_by_component = response.outcome.status == VALIDATION_ERROR;
-    let response = serde_json::to_value(&response).unwrap_or(Value::Null);
+    // effects and may be retried with the same key once corrected); any
+    // other Run recorded its response as the key's (`run`).
     if let Some((key, _, _)) = &idempotency
-        && refused_by_component
+        && response.outcome.status == VALIDATION_ERROR
     {
         let _ = context.platform.store().idempotency_release(&principal.tenant, &principal.subject, key, &run_id).await;
-    } else if let Some((key, _, _)) = &idempotency {
-        let recorded = context
-            .platform
-            .store()
-            .idempotency_complete(&principal.tenant, &principal.subject, key, &run_id, &response.to_string())
-            .await
-            .map_err(|e| internal(&e))?;
-        if !recorded {
-            // The lease ran out before the Run answered (renewals failed
-            // for a whole lease) and a retry recorded it as interrupted:
-            // this caller still gets what really happened.
-            tracing::warn!(%run_id, key = %key, "idempotency claim was taken over before the Run finished");
-        }
     }
-    Ok(response)
+    Ok(serde_json::to_value(&response).unwrap_or(Value::Null))
 }
 
 fn conflict(key: &str) -> OpError {
@@ -560,8 +547,12 @@ pub(crate) fn idempotency_window(retention: &Retention) -> Duration {
 /// key's response (`idempotency.rs`). A live claim is only waited for.
 async fn replay(context: &Context, key: &str, level: TraceLevel) -> Result<Value, OpError> {
     let principal = &context.caller.principal;
-    let patience =
-        Duration::from_millis(context.platform.engine().bounds().execution.wall_time_ms) + Duration::from_secs(10);
+    // A live Run answers within its wall time; a dead one's lease runs
+    // out within a lease of its last renewal. Waiting out both, the first
+    // retry after a crash gets the recorded outcome, never "not finished".
+    let patience = Duration::from_millis(context.platform.engine().bounds().execution.wall_time_ms)
+        + Duration::from_millis(context.platform.leases().settings().lease_ms)
+        + Duration::from_secs(10);
     let started = std::time::Instant::now();
     loop {
         let held = context
@@ -649,6 +640,7 @@ pub(super) async fn run(
     run_id: &str,
     requested_level: Option<TraceLevel>,
     store: Option<bool>,
+    key: Option<&str>,
 ) -> Result<ExecuteResponse, OpError> {
     let description = slot.description();
     let install_snapshot = mode.deploy.then(|| snapshot.clone());
@@ -766,6 +758,27 @@ pub(super) async fn run(
         }
         _ => retention,
     };
+    let level = effective_level(requested_level, recorded_level);
+    let mut response = ExecuteResponse {
+        run_id: run_id.to_owned(),
+        outcome: execution.outcome.clone(),
+        output: if execution.outcome.ok { execution.output.clone() } else { None },
+        diagnostics: None,
+        trace: at_level(&execution.trace, level),
+    };
+    // One Run, one outcome: the key's response is recorded before the Run
+    // is stored or answered, fenced by this Run's claim. When a retry took
+    // the claim over meanwhile (this process was paused past its lease),
+    // the outcome it recorded is the Run's, for this caller and the stored
+    // record alike; the record keeps the steps that really ran.
+    if let Some(key) = key
+        && response.outcome.status != VALIDATION_ERROR
+        && let Some(recorded) = fence(context, key, run_id, &response).await?
+    {
+        execution.outcome = recorded.outcome.clone();
+        execution.output = None;
+        response = recorded;
+    }
     if retained {
         let record_trace = at_level(&execution.trace, recorded_level).unwrap_or_else(|| execution.trace.clone());
         let record = TraceFetchResponse {
@@ -799,12 +812,36 @@ pub(super) async fn run(
         // Committed before the response leaves (Part IV §5).
         context.platform.store().run_insert(&row).await.map_err(|e| internal(&e))?;
     }
-    let level = effective_level(requested_level, recorded_level);
-    Ok(ExecuteResponse {
-        run_id: run_id.to_owned(),
-        outcome: execution.outcome.clone(),
-        output: if execution.outcome.ok { execution.output } else { None },
-        diagnostics: None,
-        trace: at_level(&execution.trace, level),
-    })
+    Ok(response)
+}
+
+/// Records `response` as the answer of `key`, held by Run `run_id`. `None`
+/// when it is recorded; the response recorded instead when the claim is no
+/// longer this Run's (a retry found its lease run out and recorded the
+/// interrupted outcome: `idempotency.rs`).
+async fn fence(
+    context: &Context,
+    key: &str,
+    run_id: &str,
+    response: &ExecuteResponse,
+) -> Result<Option<ExecuteResponse>, OpError> {
+    let principal = &context.caller.principal;
+    let store = context.platform.store();
+    let text = serde_json::to_string(response).map_err(|e| internal(&e))?;
+    let recorded = store
+        .idempotency_complete(&principal.tenant, &principal.subject, key, run_id, &text)
+        .await
+        .map_err(|e| internal(&e))?;
+    if recorded {
+        return Ok(None);
+    }
+    let held = store.idempotency_get(&principal.tenant, &principal.subject, key).await.map_err(|e| internal(&e))?;
+    let theirs = held
+        .and_then(|held| held.response)
+        .and_then(|text| serde_json::from_str::<ExecuteResponse>(&text).ok())
+        .filter(|theirs| theirs.run_id == run_id);
+    if theirs.is_some() {
+        tracing::warn!(%run_id, key = %key, "the Run's idempotency claim was taken over before it finished: it answers the outcome recorded then");
+    }
+    Ok(theirs)
 }

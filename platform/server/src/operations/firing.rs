@@ -70,6 +70,7 @@ pub(crate) async fn fire(
                 run_id,
                 Some(TraceLevel::Full),
                 Some(true),
+                None,
             )
             .await?;
             observe_outcome(context, &language, run_id, &response.outcome.status);

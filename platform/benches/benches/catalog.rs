@@ -133,6 +133,7 @@ async fn prepare(backend: &str) -> Result<Prepared, String> {
             name: "Bench tenant".into(),
             disabled: false,
             quotas: serde_json::to_string(&Quotas::default()).expect("quotas serialize"),
+            egress: "{}".to_owned(),
             created_at: 0,
         })
         .await

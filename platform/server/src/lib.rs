@@ -50,6 +50,7 @@ pub mod auth;
 pub mod datasource;
 pub mod demo;
 pub mod deploy;
+pub mod egress;
 mod fleet;
 mod http;
 mod invocation;

@@ -115,6 +115,10 @@ pub struct Settings {
     pub bounds: Bounds,
     /// Leases of idempotency claims (Part II §6.5.6).
     pub idempotency: crate::operations::leases::IdempotencySettings,
+    /// Where tenants may make the platform connect (MQTT brokers, data
+    /// sources, HTTP bindings): `allow_private` (default: the demo's
+    /// value) and operator-wide CIDRs (`crate::egress`).
+    pub egress: crate::egress::EgressSettings,
     /// Agent authentication.
     pub auth: crate::auth::AuthSettings,
     /// The operator token of the admin API (`PILOTAGE_ADMIN_TOKEN`); none
@@ -197,6 +201,7 @@ impl Default for Settings {
             dev_subject: "dev".to_owned(),
             bounds: Bounds::default(),
             idempotency: Default::default(),
+            egress: Default::default(),
             auth: crate::auth::AuthSettings::default(),
             admin_token: None,
             admin_max_body_bytes: 4 << 20,
@@ -263,6 +268,12 @@ impl Settings {
     /// The database URL in effect.
     pub fn database_url(&self) -> String {
         self.database_url.clone().unwrap_or_else(|| format!("sqlite:{}", self.data_dir.join("pilotage.db").display()))
+    }
+
+    /// Whether tenants may reach non-public addresses without a CIDR for
+    /// them: `egress.allow_private`, or the demo's value when unset.
+    pub fn egress_allow_private(&self) -> bool {
+        self.egress.allow_private.unwrap_or(self.demo)
     }
 
     /// The public base URL in effect, without a trailing `/`.
@@ -358,6 +369,7 @@ impl Settings {
             }
         }
         self.idempotency.check().map_err(|(field, message)| ConfigError::Invalid { field, message })?;
+        self.egress.check().map_err(|(field, message)| ConfigError::Invalid { field, message })?;
         if let Some(url) = &self.public_url
             && reqwest::Url::parse(url).is_err()
         {
@@ -549,6 +561,13 @@ pub const FLAGS: &[Flag] = &[
         "idempotency.renew_ms",
         "MS",
         "How often a live process renews its claims' leases, milliseconds",
+    ),
+    flag(
+        "egress-allow-private",
+        "PILOTAGE_EGRESS_ALLOW_PRIVATE",
+        "egress.allow_private",
+        "BOOL",
+        "Whether tenants may reach loopback, private and link-local addresses without a CIDR for them (default: as --demo)",
     ),
     flag("auth", "PILOTAGE_AUTH", "auth.mode", "MODE", "Agent authentication: dev (loopback only; the default) or jwt"),
     flag(

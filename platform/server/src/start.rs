@@ -6,6 +6,7 @@
 //! shutdown. Tests start the server exactly as `pilotage serve` does
 //! (Part IV §4.1).
 
+use crate::egress::EgressSettings;
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -250,6 +251,7 @@ pub async fn start(settings: Settings, bundled: Bundled) -> Result<Server, Start
         secrets: SecretBox::load(&settings.data_dir)?,
         idempotency: settings.idempotency.clone(),
         listeners: listeners.clone(),
+        egress: EgressSettings { allow_private: Some(settings.egress_allow_private()), ..settings.egress.clone() },
     });
     tracing::info!(instance = platform.leases().instance_id(), "idempotency claims owned as this instance");
     // A Language author's files load and pass the lint before anything

@@ -42,6 +42,7 @@ migrations![
     (7, "fleet", "0007_fleet"),
     (8, "deployments", "0008_deployments"),
     (9, "firings by deployment", "0009_firings_by_deployment"),
+    (10, "tenant egress", "0010_tenant_egress"),
 ];
 
 fn migration(version: i64, description: &'static str, sql: &'static str) -> Migration {

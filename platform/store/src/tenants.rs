@@ -17,6 +17,9 @@ pub struct TenantRow {
     pub disabled: bool,
     /// Its quotas (JSON).
     pub quotas: String,
+    /// Where it may make the platform connect (JSON, `{}` when unset;
+    /// `pilotage_server::egress::EgressPolicy`).
+    pub egress: String,
     /// When it was created.
     pub created_at: i64,
 }
@@ -28,13 +31,14 @@ impl Store {
     /// [`StoreError`] when the write fails.
     pub async fn tenant_insert(&self, row: &TenantRow) -> Result<bool, StoreError> {
         let inserted = sqlx::query(
-            "INSERT INTO tenants (id, name, disabled, quotas, created_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING",
+            "INSERT INTO tenants (id, name, disabled, quotas, created_at, egress) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING",
         )
         .bind(&row.id)
         .bind(&row.name)
         .bind(i64::from(row.disabled))
         .bind(&row.quotas)
         .bind(row.created_at)
+        .bind(&row.egress)
         .execute(&self.pool)
         .await?
         .rows_affected();
@@ -47,7 +51,7 @@ impl Store {
     /// [`StoreError`] when the read fails.
     pub async fn tenants(&self, scope: Scope<'_>) -> Result<Vec<TenantRow>, StoreError> {
         let rows = scope
-            .query("SELECT id, name, disabled, quotas, created_at FROM tenants {where} ORDER BY id", "id", None)
+            .query("SELECT id, name, disabled, quotas, created_at, egress FROM tenants {where} ORDER BY id", "id", None)
             .fetch_all(&self.pool)
             .await?;
         rows.iter().map(tenant_row).collect()
@@ -61,15 +65,16 @@ impl Store {
         Ok(self.tenants(Scope::Tenant(id)).await?.into_iter().next())
     }
 
-    /// Updates a tenant's name, state and quotas.
+    /// Updates a tenant's name, state, quotas and egress policy.
     ///
     /// # Errors
     /// [`StoreError`] when the write fails.
     pub async fn tenant_update(&self, row: &TenantRow) -> Result<(), StoreError> {
-        sqlx::query("UPDATE tenants SET name = $1, disabled = $2, quotas = $3 WHERE id = $4")
+        sqlx::query("UPDATE tenants SET name = $1, disabled = $2, quotas = $3, egress = $4 WHERE id = $5")
             .bind(&row.name)
             .bind(i64::from(row.disabled))
             .bind(&row.quotas)
+            .bind(&row.egress)
             .bind(&row.id)
             .execute(&self.pool)
             .await?;
@@ -114,6 +119,7 @@ fn tenant_row(row: &AnyRow) -> Result<TenantRow, StoreError> {
         name: row.try_get("name")?,
         disabled: row.try_get::<i64, _>("disabled")? != 0,
         quotas: row.try_get("quotas")?,
+        egress: row.try_get("egress")?,
         created_at: row.try_get("created_at")?,
     })
 }

@@ -252,6 +252,7 @@ impl<'s> SqlWorld<'s> {
                 url.as_str(),
                 server.platform.runtime().clone(),
                 server.platform.clock().clone(),
+                Some(tenant.egress().clone()),
             )
             .expect("the data source"),
         );

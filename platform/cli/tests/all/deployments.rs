@@ -196,14 +196,14 @@ async fn deploy_fire_and_test_runs_that_stay_side_effect_free() {
 
 /// A mosquitto broker of the test's own on a free loopback port, stopped
 /// when dropped.
-struct Broker {
+pub(crate) struct Broker {
     child: std::process::Child,
-    port: u16,
+    pub(crate) port: u16,
     _dir: std::path::PathBuf,
 }
 
 impl Broker {
-    fn start() -> Broker {
+    pub(crate) fn start() -> Broker {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let dir = std::env::temp_dir().join(crate::endpoint::unique("mosquitto"));
         std::fs::create_dir_all(&dir).unwrap();
@@ -237,8 +237,20 @@ impl Drop for Broker {
     }
 }
 
+/// Whether the server comes to hold exactly `count` MQTT subscriptions
+/// within 15 s (they follow the store every few seconds).
+pub(crate) async fn await_subscriptions(server: &pilotage_server::start::Server, count: usize) -> bool {
+    for _ in 0..300 {
+        if server.platform.deployments().mqtt_held().await.len() == count {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
 /// Publishes one message with QoS 1 and waits for the broker's ack.
-async fn publish(port: u16, topic: &str, payload: &Value) {
+pub(crate) async fn publish(port: u16, topic: &str, payload: &Value) {
     let mut options = rumqttc::MqttOptions::new(crate::endpoint::unique("publisher"), "127.0.0.1", port);
     options.set_keep_alive(Duration::from_secs(5));
     let (client, mut events) = rumqttc::AsyncClient::new(options, 10);
@@ -296,7 +308,7 @@ async fn firings(server: &pilotage_server::start::Server, name: &str) -> Vec<pil
 }
 
 /// Waits until `name` has `count` firings and their Runs are stored.
-async fn await_firings(
+pub(crate) async fn await_firings(
     server: &pilotage_server::start::Server,
     name: &str,
     count: usize,
@@ -321,7 +333,7 @@ const METRICS_TOKEN: &str = "metrics-token-for-tests";
 
 /// Settings of a dev-auth server (demo tenant, SQLite or PostgreSQL) with
 /// the admin API on and deployer/v1 served from its file.
-async fn deployer_settings(backend: crate::endpoint::Backend) -> pilotage_server::settings::Settings {
+pub(crate) async fn deployer_settings(backend: crate::endpoint::Backend) -> pilotage_server::settings::Settings {
     let mut settings = crate::endpoint::settings(backend).await;
     settings.admin_token = Some(crate::tenancy::ADMIN_TOKEN.to_owned());
     settings.languages = vec![pilotage_test_support::guest_file("deployer.wasm")];
@@ -467,15 +479,7 @@ async fn operated_fired_and_restarted(backend: crate::endpoint::Backend) {
 
     // MQTT: a message on a matching topic fires; one on another topic
     // does not. The subscription follows the store within a few seconds.
-    let mut subscribed = false;
-    for _ in 0..200 {
-        if server.platform.deployments().mqtt_held().await.len() == 2 {
-            subscribed = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(subscribed, "the platform subscribed to home/+/door and home/#");
+    assert!(await_subscriptions(&server, 2).await, "the platform subscribed to home/+/door and home/#");
     tokio::time::sleep(Duration::from_millis(300)).await;
     publish(broker.port, "home/garden/gate", &json!({"state": "open"})).await;
     publish(broker.port, "home/front/door", &json!({"state": "open"})).await;

@@ -6,6 +6,7 @@ mod support;
 mod client_vectors;
 mod conformance;
 mod deployments;
+mod egress;
 mod engine_bounds;
 mod fleet;
 mod hardening_edge;

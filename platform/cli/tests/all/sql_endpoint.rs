@@ -83,15 +83,7 @@ pub(crate) async fn acme_world(backend: Backend, schemas: &[&str], visibility: V
     let server = start(&settings).await;
     let (status, _) = admin(&server, reqwest::Method::POST, "/tenants", Some(json!({"id": "acme"}))).await;
     assert_eq!(status, 201);
-    let upload = reqwest::Client::new()
-        .post(format!("http://{}/admin/v1/tenants/acme/languages", server.addr))
-        .bearer_auth(ADMIN_TOKEN)
-        .header("content-type", "application/wasm")
-        .body(pilotage_bundled::SQL.to_vec())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(upload.status(), 201, "{}", upload.text().await.unwrap());
+    crate::tenancy::upload_language(&server, "acme", pilotage_bundled::SQL).await;
     let (status, body) = admin(
         &server,
         reqwest::Method::PUT,

@@ -718,10 +718,14 @@ impl Payrolls {
                 &admin_url(),
                 runtime().handle().clone(),
                 pilotage_engine::Clock::system(),
+                None,
             )
             .expect("a source"),
         );
-        let tenant = Tenant::new("payrolls");
+        let tenant = Tenant::new(
+            "payrolls",
+            pilotage_server::egress::Confinement::new(&pilotage_server::egress::EgressSettings::default()),
+        );
         tenant.attach_data_source(source.clone());
         runtime().block_on(source.refresh(tenant.catalog())).expect("introspection");
         Payrolls { hidden, visible, tenant, source }

@@ -236,6 +236,19 @@ pub(crate) async fn admin(server: &Server, method: reqwest::Method, path: &str, 
     (status, serde_json::from_str(&text).unwrap_or(Value::Null))
 }
 
+/// Uploads a Language component to `tenant` as the operator; asserts 201.
+pub(crate) async fn upload_language(server: &Server, tenant: &str, component: &[u8]) {
+    let response = reqwest::Client::new()
+        .post(format!("http://{}/admin/v1/tenants/{tenant}/languages", server.addr))
+        .bearer_auth(ADMIN_TOKEN)
+        .header("content-type", "application/wasm")
+        .body(component.to_vec())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
+}
+
 fn capability(id: &str, description: &str, binding: &str) -> Value {
     json!({"id": id, "kind": "capability", "name": id, "description": description,
            "input_schema": {"type": "object", "properties": {"user_id": {"type": "string"}}},
@@ -259,15 +272,7 @@ pub(crate) async fn two_tenants() -> World {
     for tenant in ["acme", "globex"] {
         let (status, _) = admin(&server, reqwest::Method::POST, "/tenants", Some(json!({"id": tenant}))).await;
         assert_eq!(status, 201);
-        let response = reqwest::Client::new()
-            .post(format!("http://{}/admin/v1/tenants/{tenant}/languages", server.addr))
-            .bearer_auth(ADMIN_TOKEN)
-            .header("content-type", "application/wasm")
-            .body(workflow.clone())
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
+        upload_language(&server, tenant, &workflow).await;
     }
     let mut secret = capability("cap_secret", "acme finance only", &format!("{demo}/users/profile"));
     secret["visibility"] = json!(["finance"]);

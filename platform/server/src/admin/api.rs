@@ -96,6 +96,12 @@ impl ApiError {
         error
     }
 
+    /// 403 `destination_refused` naming `field`: a destination the
+    /// tenant's egress confinement refuses (`crate::egress`).
+    pub(crate) fn refused(field: &str, refused: &crate::egress::DestinationRefused) -> ApiError {
+        ApiError::new(StatusCode::FORBIDDEN, "destination_refused", refused.to_string()).at(field)
+    }
+
     /// The same error, naming `field`.
     pub(super) fn at(mut self, field: &str) -> ApiError {
         self.body["error"]["field"] = json!(field);

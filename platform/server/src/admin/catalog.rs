@@ -60,6 +60,22 @@ pub(super) fn check_entry(input: &EntryInput, field: &str) -> Result<(), ApiErro
     Ok(())
 }
 
+/// Refuses a binding whose URL the tenant's egress confinement refuses
+/// (403 `destination_refused` at `{field}.binding.url`); run after
+/// [`check_entry`], which made sure the URL parses.
+pub(super) async fn check_destination(tenant: &Tenant, input: &EntryInput, field: &str) -> Result<(), ApiError> {
+    if let Some(binding) = &input.binding
+        && let Ok(url) = reqwest::Url::parse(&binding.url)
+    {
+        tenant
+            .egress()
+            .check_url(&url)
+            .await
+            .map_err(|refused| ApiError::refused(&format!("{field}.binding.url"), &refused))?;
+    }
+    Ok(())
+}
+
 /// Refuses to change an entry a data source owns (409): it comes from the
 /// database and the next refresh would undo the change.
 pub(super) fn owned_by_operator(tenant: &Tenant, id: &str) -> Result<(), ApiError> {
@@ -102,6 +118,7 @@ pub(super) async fn catalog_put(
         return Err(ApiError::field("id", format!("the body's id '{}' is not the path's '{id}'", input.entry.id)));
     }
     check_entry(&input, "entry")?;
+    check_destination(&live, &input, "entry").await?;
     owned_by_operator(&live, &id)?;
     let stored = StoredEntry::new(input.entry, input.visibility, input.binding);
     persist(&state, &tenant, std::slice::from_ref(&stored)).await?;
@@ -193,6 +210,7 @@ pub(super) async fn catalog_apply(
     let mut stored = Vec::new();
     for (index, input) in request.entries.into_iter().enumerate() {
         check_entry(&input, &format!("entries[{index}]"))?;
+        check_destination(&live, &input, &format!("entries[{index}]")).await?;
         if !seen.insert(input.entry.id.clone()) {
             return Err(ApiError::field(
                 &format!("entries[{index}].id"),

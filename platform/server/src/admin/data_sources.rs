@@ -41,6 +41,7 @@ fn refused(error: &DataSourceError) -> ApiError {
         DataSourceError::Config(_) => "bad_data_source",
         DataSourceError::Unreachable { .. } => "unreachable",
         DataSourceError::Database(_) => "database_error",
+        DataSourceError::Refused(refused) => return ApiError::refused("url", refused),
     };
     ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, code, error.to_string())
 }
@@ -97,6 +98,7 @@ pub(super) async fn put(
         &url,
         state.platform.runtime().clone(),
         state.platform.clock().clone(),
+        Some(live.egress().clone()),
     )
     .map_err(|error| refused(&error))?;
     attached.source.check().await.map_err(|error| refused(&error))?;

@@ -50,9 +50,14 @@ pub(crate) fn document() -> Value {
                 "Any": {},
                 "TenantCreate": {"type": "object", "required": ["id"], "properties": {
                     "id": {"type": "string", "pattern": "^[a-z0-9][a-z0-9-]{0,62}$"}, "name": {"type": "string"},
-                    "quotas": {"$ref": "#/components/schemas/Quotas"}}},
+                    "quotas": {"$ref": "#/components/schemas/Quotas"}, "egress": {"$ref": "#/components/schemas/Egress"}}},
                 "TenantPatch": {"type": "object", "properties": {"name": {"type": "string"}, "disabled": {"type": "boolean"},
-                    "quotas": {"$ref": "#/components/schemas/Quotas"}}},
+                    "quotas": {"$ref": "#/components/schemas/Quotas"}, "egress": {"$ref": "#/components/schemas/Egress"}}},
+                "Egress": {"type": "object", "additionalProperties": false,
+                    "description": "Where the tenant may make the platform connect (operator only). Without rules: public addresses only (unless the server's egress.allow_private).",
+                    "properties": {
+                    "allow": {"type": "array", "items": {"type": "string"}, "description": "CIDRs (10.1.0.0/16, a bare address) and host names (broker.example.com, *.example.com)."},
+                    "mqtt_topic_prefix": {"type": "string", "description": "Every MQTT filter of the tenant is this topic or below it."}}},
                 "Quotas": {"type": "object", "properties": {
                     "max_concurrent_runs": {"type": "integer", "minimum": 0},
                     "requests_per_second": {"type": "integer", "minimum": 0},
@@ -95,7 +100,7 @@ pub(crate) fn document() -> Value {
             },
             "/tenants/{tenant}": {
                 "get": op("Get a tenant", &with(&[("200", "the tenant"), ("404", "no such tenant")]), None, &["tenant"]),
-                "patch": op("Rename, disable or enable a tenant, or change its quotas", &with(&[("200", "updated")]), json_body("TenantPatch"), &["tenant"]),
+                "patch": op("Rename, disable or enable a tenant, or change its quotas or egress rules", &with(&[("200", "updated")]), json_body("TenantPatch"), &["tenant"]),
                 "delete": op("Delete a tenant and everything it owns", &with(&[("204", "deleted"), ("404", "no such tenant")]), None, &["tenant"])
             },
             "/tenants/{tenant}/languages": {

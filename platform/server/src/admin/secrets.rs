@@ -28,12 +28,14 @@ pub(super) async fn secrets_put(
     AdminBody(body): AdminBody,
 ) -> ApiResult {
     admin.may(&tenant)?;
-    live_tenant(&state, &tenant).await?;
+    let live = live_tenant(&state, &tenant).await?;
     check_secret_name(&name)?;
     let request: SecretBody = parse_json(&body)?;
     if name.starts_with(crate::deploy::model::MQTT_SECRET_PREFIX) {
-        crate::deploy::broker::BrokerSecret::parse(&request.value)
+        let broker = crate::deploy::broker::BrokerSecret::parse(&request.value)
             .map_err(|e| ApiError::field("value", e.to_string()))?;
+        let (host, port) = broker.address();
+        live.egress().resolve(&host, port).await.map_err(|refused| ApiError::refused("value.url", &refused))?;
     }
     let (nonce, sealed) = state.platform.secrets().seal(&tenant, &name, &request.value);
     state.platform.store().secret_put(&tenant, &name, &nonce, &sealed, state.platform.clock().now_ms()).await?;

@@ -12,8 +12,10 @@ use serde_json::{Value, json};
 
 use super::admission::AdminBody;
 use super::api::{Admin, AdminState, ApiError, ApiResult, audit, parse_json};
+use crate::egress::EgressPolicy;
 use crate::fleet::announce::{Change, announce};
 use crate::tenancy::Quotas;
+use crate::tenancy::load::apply_row;
 use pilotage_store::{Scope, TenantRow};
 
 /// Checks a tenant id: 1–63 of `a-z`, `0-9`, `-`, starting with a letter
@@ -28,7 +30,8 @@ pub(crate) fn check_tenant_id(id: &str) -> Result<(), ApiError> {
 
 pub(super) fn tenant_json(row: &TenantRow) -> Value {
     json!({"id": row.id, "name": row.name, "disabled": row.disabled,
-           "quotas": serde_json::from_str::<Value>(&row.quotas).unwrap_or(Value::Null), "created_at": row.created_at})
+           "quotas": serde_json::from_str::<Value>(&row.quotas).unwrap_or(Value::Null),
+           "egress": serde_json::from_str::<Value>(&row.egress).unwrap_or(Value::Null), "created_at": row.created_at})
 }
 
 pub(super) async fn tenant_row(state: &AdminState, id: &str) -> Result<TenantRow, ApiError> {
@@ -47,6 +50,16 @@ pub(super) struct TenantCreate {
     /// Quotas (default: the platform's).
     #[serde(default)]
     pub quotas: Option<Quotas>,
+    /// Where the tenant may make the platform connect (default: public
+    /// addresses only, `crate::egress`).
+    #[serde(default)]
+    pub egress: Option<EgressPolicy>,
+}
+
+/// The policy as stored, once it checks.
+fn egress_json(policy: &EgressPolicy) -> Result<String, ApiError> {
+    policy.check().map_err(|e| ApiError::field("egress", e.to_string()))?;
+    Ok(serde_json::to_string(policy).unwrap_or_else(|_| "{}".to_owned()))
 }
 
 pub(super) async fn tenants_create(
@@ -65,12 +78,12 @@ pub(super) async fn tenants_create(
         name: request.name.unwrap_or_else(|| request.id.clone()),
         disabled: false,
         quotas: serde_json::to_string(&quotas).unwrap_or_default(),
+        egress: egress_json(&request.egress.unwrap_or_default())?,
         created_at: state.platform.clock().now_ms(),
     };
     let created = state.platform.store().tenant_insert(&row).await?;
-    let tenant = state.platform.add_tenant(&row.id);
     if created {
-        tenant.set_quotas(quotas);
+        apply_row(&state.platform, &row);
         announce(&state.platform, vec![Change::Tenant { tenant: row.id.clone() }]).await;
         audit(&state, &admin, "tenant.create", &row.id, json!({"name": row.name})).await;
     }
@@ -106,6 +119,9 @@ pub(super) struct TenantPatch {
     /// New quotas.
     #[serde(default)]
     pub quotas: Option<Quotas>,
+    /// A new egress policy (replaces the old one whole).
+    #[serde(default)]
+    pub egress: Option<EgressPolicy>,
 }
 
 pub(super) async fn tenants_patch(
@@ -128,13 +144,23 @@ pub(super) async fn tenants_patch(
     if let Some(quotas) = patch.quotas {
         row.quotas = serde_json::to_string(&quotas).unwrap_or_default();
     }
+    if let Some(egress) = &patch.egress {
+        row.egress = egress_json(egress)?;
+    }
     state.platform.store().tenant_update(&row).await?;
-    if let Some(live) = state.platform.tenant(&tenant) {
-        live.set_disabled(row.disabled);
-        live.set_quotas(serde_json::from_str(&row.quotas).unwrap_or_default());
+    if state.platform.tenant(&tenant).is_some() {
+        apply_row(&state.platform, &row);
     }
     announce(&state.platform, vec![Change::Tenant { tenant: tenant.clone() }]).await;
-    audit(&state, &admin, "tenant.update", &tenant, json!({"disabled": row.disabled, "name": row.name})).await;
+    let egress = serde_json::from_str::<Value>(&row.egress).unwrap_or(Value::Null);
+    audit(
+        &state,
+        &admin,
+        "tenant.update",
+        &tenant,
+        json!({"disabled": row.disabled, "name": row.name, "egress": egress}),
+    )
+    .await;
     Ok(Json(tenant_json(&row)).into_response())
 }
 

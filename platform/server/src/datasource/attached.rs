@@ -14,6 +14,7 @@
 //! tenant's secrets and never returned; [`DataSourceSpec`] serializes
 //! without it.
 
+use crate::egress::Confinement;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -206,7 +207,9 @@ pub struct AttachedSource {
 
 impl AttachedSource {
     /// Builds the pool for `spec` at `url` on the runtime of `handle`
-    /// (connecting lazily); refreshes are dated by `clock`.
+    /// (connecting lazily), its destination checked against `confinement`
+    /// (the tenant's; `None` for a source the operator set up); refreshes
+    /// are dated by `clock`.
     ///
     /// # Errors
     /// [`DataSourceError::Config`] when the URL does not parse.
@@ -216,9 +219,13 @@ impl AttachedSource {
         url: &str,
         handle: Handle,
         clock: Clock,
+        confinement: Option<Confinement>,
     ) -> Result<Self, DataSourceError> {
         spec.url = None;
-        let source = PostgresDataSource::new(spec.config(url), handle)?;
+        let mut source = PostgresDataSource::new(spec.config(url), handle)?;
+        if let Some(confinement) = confinement {
+            source = source.confined(confinement);
+        }
         Ok(AttachedSource {
             name: name.to_owned(),
             spec,

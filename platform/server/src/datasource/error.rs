@@ -23,6 +23,10 @@ pub enum DataSourceError {
     /// (introspection, demo set-up, the transaction envelope).
     #[error("PostgreSQL error: {0}")]
     Database(String),
+    /// Occurs when the tenant's egress confinement refuses the database's
+    /// address (`crate::egress`).
+    #[error(transparent)]
+    Refused(crate::egress::DestinationRefused),
 }
 
 impl DataSourceError {

@@ -111,6 +111,7 @@ impl PostgresDataSource {
     /// [`DataSourceError::Unreachable`] when the database cannot be
     /// reached; [`DataSourceError::Database`] when a query fails.
     pub async fn introspect(&self) -> Result<Vec<CatalogEntry>, DataSourceError> {
+        self.confine().await?;
         let schemas = self.config().schemas.clone();
         let relation_rows =
             sqlx::query(RELATIONS).bind(&schemas).fetch_all(self.pool()).await.map_err(|e| self.error(e))?;

@@ -11,7 +11,9 @@ use futures::TryStreamExt;
 use serde_json::Value;
 use sqlx::encode::IsNull;
 use sqlx::error::BoxDynError;
-use sqlx::postgres::{PgArgumentBuffer, PgConnectOptions, PgPool, PgPoolOptions, PgRow, PgTypeInfo};
+use sqlx::postgres::{PgArgumentBuffer, PgConnectOptions, PgPool, PgPoolOptions, PgRow, PgSslMode, PgTypeInfo};
+
+use crate::egress::Confinement;
 use sqlx::{AssertSqlSafe, Either, Executor, Postgres, Row, SqlSafeStr, Statement, Transaction, TypeInfo, ValueRef};
 use tokio::runtime::Handle;
 
@@ -74,6 +76,8 @@ pub struct PostgresDataSource {
     handle: Handle,
     config: Arc<PostgresConfig>,
     target: Arc<str>,
+    options: PgConnectOptions,
+    confinement: Option<Confinement>,
 }
 
 impl std::fmt::Debug for PostgresDataSource {
@@ -152,9 +156,50 @@ impl PostgresDataSource {
                 .max_connections(config.max_connections.max(1))
                 .acquire_timeout(config.connect_timeout)
                 .idle_timeout(Duration::from_secs(60))
-                .connect_lazy_with(options)
+                .connect_lazy_with(options.clone())
         };
-        Ok(PostgresDataSource { pool, handle, config: Arc::new(config), target: target.into() })
+        Ok(PostgresDataSource {
+            pool,
+            handle,
+            config: Arc::new(config),
+            target: target.into(),
+            options,
+            confinement: None,
+        })
+    }
+
+    /// The same source, its destination checked against a tenant's egress
+    /// `confinement` before every transaction, check and introspection
+    /// (`crate::egress`).
+    #[must_use]
+    pub fn confined(mut self, confinement: Confinement) -> PostgresDataSource {
+        self.confinement = Some(confinement);
+        self
+    }
+
+    /// Checks the destination against the confinement (resolving a name),
+    /// and points the pool's new connections at the address just checked,
+    /// so that a name re-resolved between check and connect cannot lead
+    /// elsewhere. Under `sslmode=verify-full` the name stays (the server
+    /// certificate is verified against it).
+    ///
+    /// # Errors
+    /// [`DataSourceError::Refused`] when the confinement refuses it.
+    pub async fn confine(&self) -> Result<(), DataSourceError> {
+        let Some(confinement) = &self.confinement else { return Ok(()) };
+        let host = match self.options.get_socket() {
+            Some(socket) => socket.display().to_string(),
+            None => self.options.get_host().to_owned(),
+        };
+        let addresses = confinement.resolve(&host, self.options.get_port()).await.map_err(DataSourceError::Refused)?;
+        let named = host.parse::<std::net::IpAddr>().is_err();
+        if named
+            && !matches!(self.options.get_ssl_mode(), PgSslMode::VerifyFull)
+            && let Some(address) = addresses.first()
+        {
+            self.pool.set_connect_options(self.options.clone().host(&address.ip().to_string()));
+        }
+        Ok(())
     }
 
     /// The configuration.
@@ -182,6 +227,7 @@ impl PostgresDataSource {
     /// # Errors
     /// [`DataSourceError::Unreachable`] when it does not.
     pub async fn check(&self) -> Result<(), DataSourceError> {
+        self.confine().await?;
         sqlx::query("SELECT 1").execute(&self.pool).await.map(drop).map_err(|e| self.error(e))
     }
 
@@ -190,6 +236,7 @@ impl PostgresDataSource {
         read_only: bool,
         timeout: Duration,
     ) -> Result<Transaction<'static, Postgres>, DataSourceError> {
+        self.confine().await?;
         let begin = if read_only { "BEGIN READ ONLY" } else { "BEGIN" };
         let mut transaction = self.pool.begin_with(begin).await.map_err(|e| self.error(e))?;
         for setting in [

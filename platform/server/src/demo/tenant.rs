@@ -209,6 +209,7 @@ pub async fn set_up(
             name: "Demo tenant".to_owned(),
             disabled: false,
             quotas: serde_json::to_string(&Quotas::default()).unwrap_or_default(),
+            egress: "{}".to_owned(),
             created_at: platform.clock().now_ms(),
         })
         .await?;
@@ -284,8 +285,14 @@ pub async fn sql(
     if tenant.data_source("sales").is_none() {
         let spec: DataSourceSpec = serde_json::from_value(serde_json::json!({"schemas": config.schemas}))
             .map_err(|e| DataSourceError::Config(e.to_string()))?;
-        let attached =
-            AttachedSource::new("sales", spec, &config.url, platform.runtime().clone(), platform.clock().clone())?;
+        let attached = AttachedSource::new(
+            "sales",
+            spec,
+            &config.url,
+            platform.runtime().clone(),
+            platform.clock().clone(),
+            None,
+        )?;
         let attached = Arc::new(attached);
         tenant.attach_data_source(attached.clone());
         attached.refresh(tenant.catalog()).await?;

@@ -2,6 +2,7 @@
 //! deploy's triggers, the admin API's `mqtt:<broker>` secret) and used by
 //! the subscriptions (`deploy::mqtt`).
 
+use std::net::IpAddr;
 use std::time::Duration;
 
 use rumqttc::MqttOptions;
@@ -54,8 +55,11 @@ pub(crate) fn check_filter(filter: &str) -> Result<(), BrokerError> {
     if filter.contains('\0') {
         return bad("it contains NUL");
     }
-    if filter.starts_with("$share/") {
+    if filter.starts_with("$share/") || filter.starts_with("$SHARE/") {
         return bad("the platform shares subscriptions itself; give the plain filter");
+    }
+    if filter.starts_with('$') {
+        return bad("topics starting with '$' ($SYS, $queue, …) are the broker's own");
     }
     let levels: Vec<&str> = filter.split('/').collect();
     for (index, level) in levels.iter().enumerate() {
@@ -114,19 +118,39 @@ impl BrokerSecret {
             username: config["username"].as_str().map(str::to_owned),
             password: config["password"].as_str().unwrap_or_default().to_owned(),
         };
-        secret.options("pilotage-check")?;
+        secret.options("pilotage-check", None)?;
         Ok(secret)
     }
 
-    /// rumqttc's options for a client named `client_id`.
+    /// The broker's host and port, as rumqttc reads them from the URL.
+    pub(crate) fn address(&self) -> (String, u16) {
+        self.options("pilotage-check", None).map(|options| options.broker_address()).unwrap_or_default()
+    }
+
+    /// Whether the connection is plain TCP (`mqtt://`, `tcp://`), where
+    /// the host may be replaced by the address it was checked at; a TLS
+    /// connection keeps the name its certificate is verified against.
+    pub(crate) fn is_plain(&self) -> bool {
+        self.url.starts_with("mqtt://") || self.url.starts_with("tcp://")
+    }
+
+    /// rumqttc's options for a client named `client_id`, connecting to
+    /// `at` instead of the URL's host when given (an address the tenant's
+    /// confinement just checked).
     ///
     /// # Errors
     /// [`BrokerError::Url`] when rumqttc does not accept the URL.
-    pub(crate) fn options(&self, client_id: &str) -> Result<MqttOptions, BrokerError> {
-        let url = &self.url;
+    pub(crate) fn options(&self, client_id: &str, at: Option<IpAddr>) -> Result<MqttOptions, BrokerError> {
+        let mut url = self.url.clone();
+        if let Some(address) = at
+            && let Ok(mut parsed) = reqwest::Url::parse(&url)
+            && parsed.set_ip_host(address).is_ok()
+        {
+            url = parsed.to_string();
+        }
         let separator = if url.contains('?') { '&' } else { '?' };
         let mut options = MqttOptions::parse_url(format!("{url}{separator}client_id={client_id}"))
-            .map_err(|e| BrokerError::Url { url: url.clone(), message: e.to_string() })?;
+            .map_err(|e| BrokerError::Url { url: self.url.clone(), message: e.to_string() })?;
         options.set_keep_alive(Duration::from_secs(30));
         // As large as a webhook event may be (the event becomes part of the
         // firing's stored Run); a larger message ends the connection, which
@@ -152,6 +176,9 @@ mod tests {
         assert!(check_filter("home/fr+nt").is_err());
         assert!(check_filter("").is_err());
         assert!(check_filter("$share/g/home").is_err());
+        assert!(check_filter("$SHARE/g/home").is_err());
+        assert!(check_filter("$SYS/#").is_err());
+        assert!(check_filter("$queue/x").is_err());
         assert!(matches("home/+/state", "home/front_door/state"));
         assert!(!matches("home/+/state", "home/front_door/battery"));
         assert!(matches("home/#", "home/front_door/state"));

@@ -58,6 +58,19 @@ pub(crate) enum InstallError {
     /// Occurs when a topic filter is not one.
     #[error(transparent)]
     Filter(#[from] BrokerError),
+    /// Occurs when a topic filter lies outside the tenant's
+    /// `mqtt_topic_prefix` (`crate::egress`).
+    #[error(
+        "MQTT filter '{filter}' is outside tenant '{tenant}''s topic prefix '{prefix}': subscribe to '{prefix}' or below it"
+    )]
+    OutsidePrefix {
+        /// The tenant.
+        tenant: String,
+        /// The filter the trigger names.
+        filter: String,
+        /// The prefix an operator set.
+        prefix: String,
+    },
     /// Occurs when the body has no plan or does not validate for the
     /// deployer.
     #[error("the installed body {0}; nothing was installed")]
@@ -135,6 +148,15 @@ pub(crate) async fn install(
                     return Err(InstallError::Broker { tenant: principal.tenant.clone(), broker: broker.clone() });
                 }
                 check_filter(topic)?;
+                if let Some(live) = platform.tenant(&principal.tenant)
+                    && !live.egress().permits_filter(topic)
+                {
+                    return Err(InstallError::OutsidePrefix {
+                        tenant: principal.tenant.clone(),
+                        filter: topic.clone(),
+                        prefix: live.egress().policy().mqtt_topic_prefix.unwrap_or_default(),
+                    });
+                }
             }
         }
     }

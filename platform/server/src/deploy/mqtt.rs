@@ -19,12 +19,20 @@
 //! Subscriptions follow the store: after a change made here at once, and
 //! every few seconds for changes made through other replicas. A broker that
 //! drops the connection is reconnected and the filter subscribed again.
+//!
+//! Confinement (`crate::egress`): the broker's address is checked against
+//! the tenant's egress rules before the first connection and before every
+//! reconnect (a plain `mqtt://` connection then goes to the address just
+//! checked); a refused broker is retried only once the rules permit it. A
+//! filter outside the tenant's `mqtt_topic_prefix` is not subscribed, and
+//! one that falls outside after the operator changes the prefix is
+//! unsubscribed at the next refresh.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
 use pilotage_engine::installation::Trigger;
-use rumqttc::{AsyncClient, Event, Packet, QoS};
+use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -32,6 +40,7 @@ use super::broker::{BrokerError, BrokerSecret, matches, shared};
 use super::model::{Deployment, MQTT_SECRET_PREFIX, of_tenant};
 use super::runtime::fire;
 use super::state::{MqttConnection, SubscriptionKey};
+use crate::egress::{Confinement, DestinationRefused};
 use crate::tenancy::{Platform, SecretValueError};
 
 /// How often MQTT subscriptions are brought in line with the store.
@@ -47,6 +56,12 @@ enum ConnectError {
     /// Occurs when the broker's secret is unusable.
     #[error(transparent)]
     Broker(#[from] BrokerError),
+    /// Occurs when the tenant's egress rules refuse the broker's address.
+    #[error(transparent)]
+    Refused(#[from] DestinationRefused),
+    /// Occurs when the tenant is not loaded on this replica.
+    #[error("the tenant is not loaded")]
+    NoTenant,
 }
 
 /// Keeps this replica's MQTT subscriptions in line with the store until
@@ -76,9 +91,15 @@ pub(crate) async fn refresh(platform: &Platform) {
     let mut wanted: BTreeSet<SubscriptionKey> = BTreeSet::new();
     for row in rows {
         let Ok(deployment) = Deployment::from_row(row) else { continue };
+        let tenant = &deployment.row.tenant;
+        let Some(live) = platform.tenant(tenant) else { continue };
         for trigger in &deployment.triggers {
             if let Trigger::Mqtt { broker, topic } = trigger {
-                wanted.insert((deployment.row.tenant.clone(), broker.clone(), topic.clone()));
+                if !live.egress().permits_filter(topic) {
+                    tracing::warn!(%tenant, %broker, filter = %topic, "the filter is outside the tenant's MQTT topic prefix; not subscribed");
+                    continue;
+                }
+                wanted.insert((tenant.clone(), broker.clone(), topic.clone()));
             }
         }
     }
@@ -107,18 +128,51 @@ pub(crate) async fn refresh(platform: &Platform) {
     }
 }
 
+/// The broker's options once the tenant's egress rules permit its address
+/// (a plain connection pinned to the address checked).
+async fn checked_options(
+    egress: &Confinement,
+    secret: &BrokerSecret,
+    client_id: &str,
+) -> Result<MqttOptions, ConnectError> {
+    let (host, port) = secret.address();
+    let addresses = egress.resolve(&host, port).await?;
+    let at = (secret.is_plain() && host.parse::<std::net::IpAddr>().is_err())
+        .then(|| addresses.first().map(std::net::SocketAddr::ip))
+        .flatten();
+    Ok(secret.options(client_id, at)?)
+}
+
 async fn connect(platform: &Platform, key: &SubscriptionKey) -> Result<MqttConnection, ConnectError> {
     let (tenant, broker, _) = key;
+    let egress = platform.tenant(tenant).ok_or(ConnectError::NoTenant)?.egress().clone();
     let secret = BrokerSecret::parse(&platform.secret_value(tenant, &format!("{MQTT_SECRET_PREFIX}{broker}")).await?)?;
     let client_id = format!("pilotage-{}-{}", &platform.leases().instance_id(), hex::encode(rand::random::<[u8; 4]>()));
-    let options = secret.options(&client_id)?;
+    let options = checked_options(&egress, &secret, &client_id).await?;
     let (client, mut events) = AsyncClient::new(options, 64);
     let task = {
         let (platform, key) = (platform.clone(), key.clone());
         let client = client.clone();
         tokio::spawn(async move {
             let (tenant, broker, filter) = &key;
+            let mut lost = false;
             loop {
+                if lost {
+                    // Every reconnect is checked again: the name may
+                    // resolve elsewhere now, or the operator may have
+                    // narrowed the tenant's rules.
+                    match checked_options(&egress, &secret, &client_id).await {
+                        Ok(options) => {
+                            events.mqtt_options = options;
+                            lost = false;
+                        }
+                        Err(error) => {
+                            tracing::warn!(%tenant, %broker, %filter, %error, "not reconnecting to the MQTT broker");
+                            tokio::time::sleep(SUBSCRIPTIONS_PERIOD).await;
+                            continue;
+                        }
+                    }
+                }
                 match events.poll().await {
                     Ok(Event::Incoming(Packet::ConnAck(_))) => {
                         // A new session (the first, or after a lost
@@ -137,6 +191,7 @@ async fn connect(platform: &Platform, key: &SubscriptionKey) -> Result<MqttConne
                     Err(error) => {
                         tracing::warn!(%tenant, %broker, %filter, %error, "MQTT connection lost; reconnecting");
                         tokio::time::sleep(Duration::from_secs(1)).await;
+                        lost = true;
                     }
                 }
             }

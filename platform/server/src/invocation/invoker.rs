@@ -1,5 +1,7 @@
 //! Invoking callable catalog entries bound to HTTP endpoints: `POST` the
-//! input as JSON, read JSON back, within a timeout and a size cap.
+//! input as JSON, read JSON back, within a timeout and a size cap, through
+//! the tenant's confined client (`crate::egress`: every address the
+//! endpoint resolves to, and every redirect, is checked).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -7,6 +9,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::egress::{Confinement, DestinationRefused};
 use pilotage_engine::catalog::HttpBinding;
 use pilotage_engine::effects::{InvokeError, Invoker};
 use pilotage_protocol::catalog::CatalogEntry;
@@ -14,7 +17,7 @@ use pilotage_protocol::catalog::CatalogEntry;
 /// Invokes entries over HTTP. Blocking: it runs on the Run's own thread
 /// and drives the request on the server's runtime.
 pub(crate) struct HttpInvoker {
-    client: reqwest::Client,
+    egress: Confinement,
     runtime: tokio::runtime::Handle,
     bindings: Arc<BTreeMap<String, HttpBinding>>,
     max_timeout: Duration,
@@ -22,15 +25,16 @@ pub(crate) struct HttpInvoker {
 }
 
 impl HttpInvoker {
-    /// An invoker for `bindings` (entry id → binding).
+    /// An invoker for `bindings` (entry id → binding), confined by the
+    /// tenant's `egress`.
     pub(crate) fn new(
-        client: reqwest::Client,
+        egress: Confinement,
         runtime: tokio::runtime::Handle,
         bindings: Arc<BTreeMap<String, HttpBinding>>,
         max_timeout: Duration,
         max_bytes: u64,
     ) -> HttpInvoker {
-        HttpInvoker { client, runtime, bindings, max_timeout, max_bytes }
+        HttpInvoker { egress, runtime, bindings, max_timeout, max_bytes }
     }
 
     /// Invokes the endpoint of `binding` with `input`, blocking on the
@@ -66,13 +70,20 @@ impl HttpInvoker {
     ) -> Result<Value, String> {
         let timeout =
             binding.timeout_ms.map(Duration::from_millis).map_or(self.max_timeout, |t| t.min(self.max_timeout));
-        let mut request = self.client.post(&binding.url).json(input).timeout(timeout);
+        // A name is checked by the client's resolver when it connects; a
+        // literal address never reaches the resolver.
+        if let Ok(url) = reqwest::Url::parse(&binding.url) {
+            self.egress.check_literal(&url).map_err(|refused| refused.to_string())?;
+        }
+        let mut request = self.egress.http().post(&binding.url).json(input).timeout(timeout);
         for (name, value) in headers {
             request = request.header(name.as_str(), value.as_str());
         }
         let response = request.send().await.map_err(|error| {
             if error.is_timeout() {
                 format!("no answer within {} ms", timeout.as_millis())
+            } else if let Some(refused) = refusal(&error) {
+                refused.to_string()
             } else {
                 format!("the service is unreachable: {error}")
             }
@@ -93,6 +104,19 @@ impl HttpInvoker {
         }
         serde_json::from_slice(&body).map_err(|error| format!("the answer is not JSON: {error}"))
     }
+}
+
+/// The confinement's refusal inside a reqwest error (from the resolver or
+/// the redirect policy), if that is what failed.
+fn refusal(error: &reqwest::Error) -> Option<&DestinationRefused> {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(current) = source {
+        if let Some(refused) = current.downcast_ref::<DestinationRefused>() {
+            return Some(refused);
+        }
+        source = current.source();
+    }
+    None
 }
 
 impl Invoker for HttpInvoker {

@@ -39,7 +39,7 @@ impl TenantInvoker {
     ) -> TenantInvoker {
         let bounds = platform.engine().bounds();
         let http = HttpInvoker::new(
-            platform.http().clone(),
+            tenant.egress().clone(),
             platform.runtime().clone(),
             Arc::default(),
             Duration::from_millis(bounds.invocation_timeout_ms),
@@ -63,7 +63,7 @@ impl TenantInvoker {
             principal: self.principal.clone(),
             snapshot,
             http: HttpInvoker::new(
-                self.platform.http().clone(),
+                self.tenant.egress().clone(),
                 self.platform.runtime().clone(),
                 Arc::default(),
                 Duration::from_millis(self.platform.engine().bounds().invocation_timeout_ms),

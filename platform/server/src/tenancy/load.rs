@@ -159,6 +159,14 @@ pub fn apply_row(platform: &Platform, row: &TenantRow) -> Arc<Tenant> {
     let tenant = platform.add_tenant(&row.id);
     tenant.set_disabled(row.disabled);
     tenant.set_quotas(serde_json::from_str(&row.quotas).unwrap_or_default());
+    // The admin API checked the policy before storing it; one that no
+    // longer reads leaves the default (public addresses only), logged.
+    let policy = serde_json::from_str::<crate::egress::EgressPolicy>(&row.egress)
+        .map_err(|e| e.to_string())
+        .and_then(|policy| tenant.egress().set_policy(policy).map_err(|e| e.to_string()));
+    if let Err(error) = policy {
+        tracing::error!(tenant = %row.id, %error, "the stored egress policy does not read; public addresses only");
+    }
     tenant
 }
 
@@ -180,8 +188,15 @@ pub async fn data_source(platform: &Platform, tenant: &Arc<Tenant>, row: &DataSo
         .secrets()
         .open(&row.tenant, &sealed_name(&row.name), &row.nonce, &row.sealed_url)
         .map_err(|e| corrupt(e.to_string()))?;
-    let attached = AttachedSource::new(&row.name, spec, &url, platform.runtime().clone(), platform.clock().clone())
-        .map_err(|e| corrupt(e.to_string()))?;
+    let attached = AttachedSource::new(
+        &row.name,
+        spec,
+        &url,
+        platform.runtime().clone(),
+        platform.clock().clone(),
+        Some(tenant.egress().clone()),
+    )
+    .map_err(|e| corrupt(e.to_string()))?;
     let attached = Arc::new(attached);
     tenant.attach_data_source(attached.clone());
     if let Err(error) = attached.refresh(tenant.catalog()).await {

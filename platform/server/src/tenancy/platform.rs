@@ -6,6 +6,7 @@
 //! keyed by a Language name, entry id, idempotency key or program name is
 //! ever shared between tenants.
 
+use crate::egress::{Confinement, EgressSettings};
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
@@ -72,6 +73,9 @@ pub struct PlatformParts {
     pub idempotency: IdempotencySettings,
     /// Who hears that a tenant's tools changed.
     pub listeners: Arc<dyn ToolListeners>,
+    /// Where tenants may make the platform connect, `allow_private`
+    /// decided (unset: off).
+    pub egress: EgressSettings,
 }
 
 /// The running platform. Cheap to clone.
@@ -94,6 +98,7 @@ struct PlatformInner {
     in_flight: InFlight,
     leases: Arc<Leases>,
     deployments: Deployments,
+    egress: EgressSettings,
 }
 
 impl std::fmt::Debug for Platform {
@@ -110,7 +115,7 @@ impl Platform {
             .user_agent(concat!("pilotage/", env!("CARGO_PKG_VERSION")))
             .build()
             .unwrap_or_default();
-        let PlatformParts { engine, store, retention, dev_principal, secrets, idempotency, listeners } = parts;
+        let PlatformParts { engine, store, retention, dev_principal, secrets, idempotency, listeners, egress } = parts;
         Platform {
             inner: Arc::new(PlatformInner {
                 engine,
@@ -126,6 +131,7 @@ impl Platform {
                 in_flight: InFlight::default(),
                 leases: Leases::new(idempotency),
                 deployments: Deployments::default(),
+                egress,
             }),
         }
     }
@@ -228,7 +234,7 @@ impl Platform {
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .entry(id.to_owned())
-            .or_insert_with(|| Arc::new(Tenant::new(id)))
+            .or_insert_with(|| Arc::new(Tenant::new(id, Confinement::new(&self.inner.egress))))
             .clone()
     }
 

@@ -3,6 +3,7 @@
 //! catalog, promoted programs, data sources, quotas and the per-replica
 //! counters its quotas are checked against.
 
+use crate::egress::Confinement;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -137,6 +138,7 @@ pub struct Tenant {
     bucket: Mutex<Bucket>,
     /// Data sources by name.
     data_sources: RwLock<BTreeMap<String, Arc<AttachedSource>>>,
+    egress: Confinement,
 }
 
 /// Holds one of a tenant's concurrent-run slots until dropped.
@@ -152,8 +154,9 @@ impl Drop for RunSlot {
 }
 
 impl Tenant {
-    /// An empty tenant.
-    pub fn new(id: &str) -> Tenant {
+    /// An empty tenant, confined by `egress` (its policy set later, from
+    /// the tenant's record).
+    pub fn new(id: &str, egress: Confinement) -> Tenant {
         Tenant {
             id: id.to_owned(),
             languages: RwLock::new(BTreeMap::new()),
@@ -167,7 +170,14 @@ impl Tenant {
                 last: std::time::Instant::now(),
             }),
             data_sources: RwLock::new(BTreeMap::new()),
+            egress,
         }
+    }
+
+    /// Where the tenant may make the platform connect, and the HTTP
+    /// client its invocations use (`crate::egress`).
+    pub fn egress(&self) -> &Confinement {
+        &self.egress
     }
 
     /// Attaches a data source, replacing one of the same name; returns the

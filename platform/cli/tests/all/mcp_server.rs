@@ -35,6 +35,15 @@ async fn full_loop(backend: Backend) {
     ] {
         assert!(names.contains(&expected), "{expected} missing from {names:?}");
     }
+    // A run tool offers program_ref only where the Language promotes
+    // (workflow/v1 does, automation/1 does not; issue 30 item 5).
+    let description = |name: &str| {
+        tools.iter().find(|t| t.name == name).and_then(|t| t.description.as_deref()).unwrap_or_default().to_owned()
+    };
+    assert!(description("run_workflow").contains("program_ref"), "{}", description("run_workflow"));
+    let automation = description("run_automation");
+    assert!(automation.contains("automation/1") && !automation.contains("program_ref"), "{automation}");
+    assert!(!automation.contains("a automation/1"), "{automation}");
     let manifest = ok(&client, "pilotage_manifest", json!({})).await;
     assert_schema("Manifest", &manifest);
     assert_eq!(manifest, inline, "the inline manifest agrees with the tool");

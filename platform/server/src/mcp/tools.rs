@@ -10,6 +10,8 @@ use serde_json::{Value, json};
 use super::schemas;
 use crate::tenancy::{LanguageSlot, Principal, Tenant};
 use pilotage_engine::description::ProgramKind;
+use pilotage_protocol::manifest::ExecutionMode;
+use pilotage_protocol::retention::Retention;
 use pilotage_protocol::{CATALOG_TOOL, GUIDE_TOOL, MANIFEST_TOOL, META_KEY};
 
 /// What a tool does, for dispatch.
@@ -249,10 +251,10 @@ fn language_tools(tenant: &Tenant, principal: &Principal, slot: &Arc<LanguageSlo
         tool(
             &loop_tools.validate,
             format!(
-                "Validate stage of Pilotage for the Language {name}: checks a {name} program without running anything. \
-                 Returns diagnostics (a closed code, a locator into your program, often a hint with the closest valid \
-                 name) and, when the program is valid, a plan of every step with its risk. Pass the program as \
-                 '{argument}'."
+                "Validate stage of Pilotage for the Language {name}: checks one program written in {name} without \
+                 running anything. Returns diagnostics (a closed code, a locator into your program, often a hint with \
+                 the closest valid name) and, when the program is valid, a plan of every step with its risk. Pass the \
+                 program as '{argument}'."
             ),
             validate_input(slot),
             schemas::validate_output(),
@@ -267,15 +269,14 @@ fn language_tools(tenant: &Tenant, principal: &Principal, slot: &Arc<LanguageSlo
         tools.push(
             tool(
                 execute,
-                format!(
-                    "Execute stage of Pilotage for the Language {name}: runs a {name} program (inline as '{argument}', or \
-                     a promoted one by 'program_ref'). The program is validated again first; an invalid program, a \
-                     stale expected_catalog_version or bad input is refused before anything runs. Returns the outcome, \
-                     the output and a trace of every step (calls, inputs, outputs, branch and loop decisions)."
-                ),
+                execute_description(slot),
                 execute_input(slot),
                 schemas::execute_output(),
-                ToolAnnotations::new().read_only(false).destructive(destructive).idempotent(false).open_world(open_world),
+                ToolAnnotations::new()
+                    .read_only(false)
+                    .destructive(destructive)
+                    .idempotent(false)
+                    .open_world(open_world),
             )
             .with_meta(program_declaration(slot)),
         );
@@ -284,8 +285,9 @@ fn language_tools(tenant: &Tenant, principal: &Principal, slot: &Arc<LanguageSlo
         tools.push(tool(
             trace,
             format!(
-                "Trace-fetch stage of Pilotage for the Language {name}: fetches the stored trace of an earlier {name} \
-                 run by its run_id (the same trace the run tool returned, kept per the manifest's retention)."
+                "Trace-fetch stage of Pilotage for the Language {name}: fetches the stored trace of an earlier Run of \
+                 a program written in {name} by its run_id (the same trace the run tool returned), {}.",
+                kept_for(&slot.exposure.retention)
             ),
             trace_input(),
             schemas::trace_output(),
@@ -297,7 +299,7 @@ fn language_tools(tenant: &Tenant, principal: &Principal, slot: &Arc<LanguageSlo
             tool(
                 &promote,
                 format!(
-                    "Saves a valid {name} program for reuse (not a loop stage; it runs nothing). Unlike the run tool, \
+                    "Saves a valid program written in {name} for reuse (not a loop stage; it runs nothing). Unlike the run tool, \
                      which executes a program now, this stores the program unchanged under a program_ref and publishes \
                      it in the catalog, with the risk of its body and an input_schema; the run tool can then execute it \
                      by program_ref, and other programs can call it. Pass the program as '{argument}'."
@@ -312,11 +314,56 @@ fn language_tools(tenant: &Tenant, principal: &Principal, slot: &Arc<LanguageSlo
     tools
 }
 
+/// The execute tool's description, from what the Language declares
+/// (Part II §1.3 features, execution mode, retention), so it offers only
+/// what a call can do: `program_ref` only with promotion, `test_run` only
+/// when declared, `mode` only for `both`.
+fn execute_description(slot: &LanguageSlot) -> String {
+    let description = slot.description();
+    let name = &slot.entry.name;
+    let argument = &description.program_argument;
+    let source = if description.features.promotion {
+        format!("inline as '{argument}', or one saved with the promote tool by 'program_ref'")
+    } else {
+        format!("inline as '{argument}'")
+    };
+    let what = match description.execution {
+        ExecutionMode::Deploy => format!("installs one program written in {name} ({source}) to run on its triggers"),
+        ExecutionMode::Both => format!(
+            "runs one program written in {name} ({source}) now, or with mode 'deploy' installs it to run on its triggers"
+        ),
+        _ => format!("runs one program written in {name} ({source})"),
+    };
+    let mut text = format!(
+        "Execute stage of Pilotage for the Language {name}: {what}. The program is validated again first; an invalid \
+         program, a stale expected_catalog_version or bad input is refused before anything runs. Returns the outcome, \
+         the output and a trace of every step (calls, inputs, outputs, branch and loop decisions)."
+    );
+    if description.features.test_run {
+        text.push_str(" With test_run true, steps that would change anything are simulated, not performed.");
+    }
+    if slot.exposure.loop_tools.trace.is_some() {
+        text.push_str(&format!(" The Run is stored for the trace tool, {}.", kept_for(&slot.exposure.retention)));
+    } else {
+        text.push_str(" Nothing is stored: the trace comes only with this answer.");
+    }
+    text
+}
+
+/// How long a Run stays retrievable, as a phrase (Part II §6.6).
+fn kept_for(retention: &Retention) -> String {
+    match retention {
+        Retention::None => "not kept".to_owned(),
+        Retention::Session => "kept for this session".to_owned(),
+        Retention::Duration { text, .. } => format!("kept for at least {text}"),
+        _ => "kept per the manifest's retention".to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use pilotage_engine::{Bounds, Engine};
-    use pilotage_protocol::retention::Retention;
 
     /// The key the argument check compiles a schema under determines the
     /// schema: slots of one component exposed differently get the same key
@@ -345,5 +392,28 @@ mod tests {
             keys.insert(input_schema_key(a));
         }
         assert_eq!(keys.len(), 7, "{keys:?}");
+    }
+
+    /// Every bundled Language's execute description offers what a call can
+    /// do and nothing else (issue 30 item 5): `program_ref` only with
+    /// promotion, `test_run` only when declared, deploy only for a deploy
+    /// mode; and no "a automation/1" for any name.
+    #[test]
+    fn execute_descriptions_say_only_what_the_language_declares() {
+        let engine = Engine::new(Bounds::default(), None).unwrap();
+        for (name, bytes) in pilotage_bundled::ALL {
+            let component = engine.load(bytes).unwrap();
+            for retention in [Retention::None, Retention::Session] {
+                let slot = LanguageSlot::new(component.clone(), retention.clone());
+                let declared = slot.description();
+                let text = execute_description(&slot);
+                assert_eq!(text.contains("program_ref"), declared.features.promotion, "{name}: {text}");
+                assert_eq!(text.contains("test_run"), declared.features.test_run, "{name}: {text}");
+                let deploys = matches!(declared.execution, ExecutionMode::Deploy | ExecutionMode::Both);
+                assert_eq!(text.contains("'deploy'") || text.contains("installs"), deploys, "{name}: {text}");
+                assert_eq!(text.contains("Nothing is stored"), retention == Retention::None, "{name}: {text}");
+                assert!(!text.contains(&format!("a {name}")), "{name}: {text}");
+            }
+        }
     }
 }

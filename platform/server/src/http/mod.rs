@@ -10,12 +10,15 @@
 //!   opened them, and the ceilings on open sessions;
 //! - [`metrics`]: `/metrics`, on the main listener behind a bearer token
 //!   or on a listener of its own.
+//! - `server_card`: the MCP server card (`/mcp/server-card`) and the AI
+//!   Catalog pointing at it (`/.well-known/ai-catalog.json`).
 
 pub(crate) mod compat;
 pub(crate) mod connections;
 pub(crate) mod metrics;
 pub(crate) mod origin;
 mod router;
+mod server_card;
 pub(crate) mod session_binding;
 
 pub(crate) use router::app;

@@ -1,8 +1,8 @@
 //! The application router: `/mcp` and `/t/{tenant}/mcp` (rmcp's
 //! Streamable HTTP service behind the origin check, authentication, the
 //! compatibility layer and the session binding), the protected-resource
-//! metadata, the admin API, webhook deliveries, `/healthz`, `/readyz` and
-//! `/metrics`.
+//! metadata, the server card and its AI Catalog, the admin API, webhook
+//! deliveries, `/healthz`, `/readyz` and `/metrics`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,7 +18,7 @@ use rmcp::transport::streamable_http_server::{
 };
 use tokio_util::sync::CancellationToken;
 
-use super::{compat, connections, metrics, origin, session_binding};
+use super::{compat, connections, metrics, origin, server_card, session_binding};
 
 use crate::admin::AdminState;
 use crate::auth::middleware::{protected_resource, require_principal};
@@ -179,6 +179,7 @@ pub(crate) fn app(
         .with_state(platform.clone())
         .nest("/admin/v1", admin_routes)
         .merge(metadata)
+        .merge(server_card::router(settings))
         .merge(crate::deploy::webhook::router(platform.clone()))
         .merge(mcp_routes);
     // Unknown paths of this listener are refused by the MCP routes'

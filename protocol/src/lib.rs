@@ -55,6 +55,7 @@ pub mod outcome;
 pub mod plan;
 pub mod request_error;
 pub mod requests;
+pub mod resources;
 pub mod retention;
 pub mod risk;
 pub mod trace;

@@ -9,6 +9,7 @@ use serde::Serialize;
 use pilotage_protocol::capabilities::{Capability, CapabilityDeclaration, CapabilitySettings, CapabilityValue};
 use pilotage_protocol::guide::{Guide, GuideLevel, estimate_tokens};
 use pilotage_protocol::manifest::{ExecutionMode, LanguageEntry, LocatorDialect, LoopObject, TraceSubprogram};
+use pilotage_protocol::resources::ResourceRef;
 use pilotage_protocol::retention::Retention;
 use pilotage_protocol::risk::RiskHints;
 use pilotage_protocol::trace::TraceLevel;
@@ -251,8 +252,13 @@ impl LanguageDescription {
             title: self.title.clone(),
             guides: GUIDE_TOOL.to_owned(),
             catalog: self.features.catalog.then(|| CATALOG_TOOL.to_owned()),
-            guides_resource: None,
-            catalog_resource: None,
+            // The optional resource surface (Part III §8.3), served by
+            // the MCP binding for every Language.
+            guides_resource: Some(ResourceRef::GuideIndex { language: self.name.clone() }.uri()),
+            catalog_resource: self
+                .features
+                .catalog
+                .then(|| ResourceRef::Catalog { language: self.name.clone(), cursor: None }.uri()),
             loop_tools: exposure.loop_tools.clone(),
             capabilities: Some(self.capabilities(exposure)),
             locator: self.locator,

@@ -15,8 +15,18 @@ use serde_json::{Value, json};
 
 /// An MCP client connected to `url`, declaring the Pilotage extension.
 pub async fn client(url: &str) -> RunningService<RoleClient, ClientConfig> {
+    client_as(url, None).await
+}
+
+/// [`client`] presenting `token` as its bearer token.
+pub async fn client_as(url: &str, token: Option<&str>) -> RunningService<RoleClient, ClientConfig> {
     pilotage_client::install_crypto_provider();
-    let transport = StreamableHttpClientTransport::from_uri(url.to_owned());
+    let mut config =
+        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url.to_owned());
+    if let Some(token) = token {
+        config = config.auth_header(token.to_owned());
+    }
+    let transport = StreamableHttpClientTransport::from_config(config);
     let mut capabilities = ClientCapabilities::default();
     let mut extensions = ExtensionCapabilities::new();
     extensions.insert(EXTENSION_ID.to_owned(), JsonObject::new());

@@ -22,6 +22,7 @@ mod layout;
 mod main_job;
 mod mcp_server;
 mod protocol_schema;
+mod resources;
 mod server_card;
 mod sql_endpoint;
 mod sql_language;

@@ -301,8 +301,12 @@ pub(crate) async fn two_tenants() -> World {
 
 impl World {
     pub(crate) async fn as_(&self, tenant: &str, subject: &str, scope: &str) -> Connection {
-        let token = sign(&self.rsa, &claims(json!(tenant), subject, scope));
-        Connection::http(&self.server.mcp_url(), Some(&token)).await.unwrap()
+        Connection::http(&self.server.mcp_url(), Some(&self.token(tenant, subject, scope))).await.unwrap()
+    }
+
+    /// A bearer token for `subject` of `tenant` holding `scope`.
+    pub(crate) fn token(&self, tenant: &str, subject: &str, scope: &str) -> String {
+        sign(&self.rsa, &claims(json!(tenant), subject, scope))
     }
 }
 

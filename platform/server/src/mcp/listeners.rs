@@ -1,15 +1,23 @@
 //! Who hears that a tenant's tools changed (Part III §4.7): the MCP
 //! sessions this replica holds (up to 2025-11-25, on the session's
 //! stream) and the open `subscriptions/listen` requests (2026-07-28).
+//! A change of the tenant's Languages changes its resources too (Part III
+//! §8.3): each hears `resources/list_changed`, and `resources/updated` for
+//! every resource it subscribed to.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use rmcp::model::ResourceUpdatedNotificationParam;
 use rmcp::service::SubscriptionSink;
 use rmcp::{Peer, RoleServer};
 
 use crate::tenancy::ToolListeners;
+
+/// One open `subscriptions/listen`: its tenant, its sink, and the
+/// resource URIs it accepted.
+type Listening = (String, SubscriptionSink, Vec<String>);
 
 /// Connected MCP sessions and open `subscriptions/listen` requests, for
 /// `notifications/tools/list_changed` (Part III §4.7).
@@ -18,10 +26,12 @@ pub struct Listeners {
     /// Session id → (tenant, peer): clients with a session (up to
     /// 2025-11-25) receive notifications on the session's stream.
     peers: Mutex<BTreeMap<String, (String, Peer<RoleServer>)>>,
-    /// Listener number → (tenant, sink): 2026-07-28 clients, which have no
-    /// session.
-    listeners: Mutex<BTreeMap<u64, (String, SubscriptionSink)>>,
+    /// Listener number → its subscription: 2026-07-28 clients, which have
+    /// no session.
+    listeners: Mutex<BTreeMap<u64, Listening>>,
     next_listener: AtomicU64,
+    /// Session id → the resource URIs it subscribed to.
+    subscribed: Mutex<BTreeMap<String, BTreeSet<String>>>,
 }
 
 impl Listeners {
@@ -30,16 +40,30 @@ impl Listeners {
         self.peers.lock().unwrap_or_else(|p| p.into_inner()).insert(session_id, (tenant, peer));
     }
 
-    /// Forgets a session.
+    /// Forgets a session and its resource subscriptions.
     pub fn remove(&self, session_id: &str) {
         self.peers.lock().unwrap_or_else(|p| p.into_inner()).remove(session_id);
+        self.subscribed.lock().unwrap_or_else(|p| p.into_inner()).remove(session_id);
     }
 
-    /// Registers an open `subscriptions/listen` of `tenant`; returns the
-    /// number to [`Listeners::unlisten`] it with.
-    pub fn listen(&self, tenant: String, sink: SubscriptionSink) -> u64 {
+    /// Subscribes a session to a resource's updates.
+    pub fn subscribe(&self, session_id: &str, uri: String) {
+        self.subscribed.lock().unwrap_or_else(|p| p.into_inner()).entry(session_id.to_owned()).or_default().insert(uri);
+    }
+
+    /// Ends a session's subscription to a resource.
+    pub fn unsubscribe(&self, session_id: &str, uri: &str) {
+        if let Some(uris) = self.subscribed.lock().unwrap_or_else(|p| p.into_inner()).get_mut(session_id) {
+            uris.remove(uri);
+        }
+    }
+
+    /// Registers an open `subscriptions/listen` of `tenant` with the
+    /// resource URIs it accepted; returns the number to
+    /// [`Listeners::unlisten`] it with.
+    pub fn listen(&self, tenant: String, sink: SubscriptionSink, uris: Vec<String>) -> u64 {
         let number = self.next_listener.fetch_add(1, Ordering::Relaxed);
-        self.listeners.lock().unwrap_or_else(|p| p.into_inner()).insert(number, (tenant, sink));
+        self.listeners.lock().unwrap_or_else(|p| p.into_inner()).insert(number, (tenant, sink, uris));
         number
     }
 
@@ -59,30 +83,45 @@ impl Listeners {
     /// Tells every session and every subscription of `tenant` that its tool
     /// list changed.
     async fn notify_tools_changed(&self, tenant: &str) {
-        let sinks: Vec<SubscriptionSink> = self
+        let sinks: Vec<(SubscriptionSink, Vec<String>)> = self
             .listeners
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .values()
-            .filter(|(owner, _)| owner == tenant)
-            .map(|(_, sink)| sink.clone())
+            .filter(|(owner, _, _)| owner == tenant)
+            .map(|(_, sink, uris)| (sink.clone(), uris.clone()))
             .collect();
-        for sink in sinks {
+        for (sink, uris) in sinks {
             if let Err(error) = sink.notify_tool_list_changed().await {
                 tracing::debug!(%error, "a subscription did not take tools/list_changed");
             }
+            let _ = sink.notify_resource_list_changed().await;
+            for uri in uris {
+                let _ = sink.notify_resource_updated(uri).await;
+            }
         }
-        let peers: Vec<Peer<RoleServer>> = self
+        let peers: Vec<(String, Peer<RoleServer>)> = self
             .peers
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .filter(|(owner, _)| owner == tenant)
-            .map(|(_, peer)| peer.clone())
+            .iter()
+            .filter(|(_, (owner, _))| owner == tenant)
+            .map(|(session, (_, peer))| (session.clone(), peer.clone()))
             .collect();
-        for peer in peers {
+        for (session, peer) in peers {
             if let Err(error) = peer.notify_tool_list_changed().await {
                 tracing::debug!(%error, "a session did not take tools/list_changed");
+            }
+            let _ = peer.notify_resource_list_changed().await;
+            let uris: Vec<String> = self
+                .subscribed
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&session)
+                .map(|uris| uris.iter().cloned().collect())
+                .unwrap_or_default();
+            for uri in uris {
+                let _ = peer.notify_resource_updated(ResourceUpdatedNotificationParam::new(uri)).await;
             }
         }
     }

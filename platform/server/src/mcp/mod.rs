@@ -20,6 +20,7 @@ mod content;
 pub mod listeners;
 pub mod observed;
 mod resolution;
+mod resources;
 pub(crate) mod schemas;
 mod server;
 pub(crate) mod session_binding;

@@ -20,7 +20,8 @@ use rmcp::model::{
     GetTaskParams, GetTaskResult, InitializeRequestParams, InitializeResult, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListSkillsResult, ListToolsResult, PaginatedRequestParams,
     ProtocolVersion, ReadResourceDirectoryRequestParams, ReadResourceDirectoryResult, ReadResourceRequestParams,
-    ReadResourceResponse, ServerConfig, SubscriptionFilter, Tool, UpdateTaskParams,
+    ReadResourceResponse, ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams,
+    UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -175,6 +176,32 @@ impl ServerHandler for ObservedServer {
     );
     observed_request!(read_resource, "resources/read", ReadResourceRequestParams, ReadResourceResponse);
     observed_request!(list_tools, "tools/list", Option<PaginatedRequestParams>, ListToolsResult);
+
+    /// The session-bound resource subscription (up to 2025-11-25).
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        mut context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let observation = self.begin("resources/subscribe", None, &mut context);
+        let result = self.inner.subscribe(request, context).instrument(observation.span.clone()).await;
+        observation.end(&result, |_| false);
+        result
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        mut context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let observation = self.begin("resources/unsubscribe", None, &mut context);
+        let result = self.inner.unsubscribe(request, context).instrument(observation.span.clone()).await;
+        observation.end(&result, |_| false);
+        result
+    }
+
     observed_request!(get_task, "tasks/get", GetTaskParams, GetTaskResult);
     observed_request!(update_task, "tasks/update", UpdateTaskParams, ());
     observed_request!(cancel_task, "tasks/cancel", CancelTaskParams, ());

@@ -2,12 +2,15 @@
 //! initialize result with the extension, instructions and the inline
 //! manifest, `server/discover`, each tenant's tools, every call routed to
 //! its operation with its result in the Part III §6 envelope ([`envelope`]),
-//! and sessions and subscriptions registered for `list_changed`.
+//! the resource surface (`resources`), and sessions and subscriptions
+//! registered for `list_changed` and resource updates.
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CustomRequest, CustomResult, DiscoverResult, ErrorCode,
-    ExtensionCapabilities, Implementation, InitializeRequestParams, InitializeResult, JsonObject, ListToolsResult,
-    MetaObject, PaginatedRequestParams, ServerCapabilities, ServerConfig, SubscriptionFilter,
+    ExtensionCapabilities, Implementation, InitializeRequestParams, InitializeResult, JsonObject,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, MetaObject, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig, SubscribeRequestParams,
+    SubscriptionFilter, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -16,7 +19,7 @@ use serde_json::{Value, json};
 use super::listeners::Listeners;
 use super::resolution::ToolResolution;
 use super::tools::{self, ToolRole};
-use super::{arguments, content};
+use super::{arguments, content, resources};
 use crate::operations::{self, Caller, Context, OpError};
 use crate::tenancy::{Platform, Principal};
 use pilotage_protocol::{EXTENSION_ID, META_KEY, PILOTAGE_VERSION};
@@ -138,6 +141,9 @@ impl ServerHandler for PilotageServer {
         let capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_tool_list_changed()
+            .enable_resources()
+            .enable_resources_list_changed()
+            .enable_resources_subscribe()
             .enable_extensions_with(extensions)
             .build();
         ServerConfig::new(capabilities)
@@ -178,10 +184,24 @@ impl ServerHandler for PilotageServer {
     }
 
     /// Clients of the 2026-07-28 revision have no session to receive
-    /// notifications on; they open `subscriptions/listen`. Only tool-list
-    /// changes are offered, the one notification this server sends.
-    fn accepted_subscription_filter(&self, _requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
-        Some(SubscriptionFilter::builder().tools_list_changed().build())
+    /// notifications on; they open `subscriptions/listen`: tool-list and
+    /// resource-list changes, and updates of the requested resources of
+    /// this surface.
+    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+        let ours: Vec<String> = requested
+            .resource_subscriptions
+            .iter()
+            .flatten()
+            .filter(|uri| pilotage_protocol::resources::ResourceRef::parse(uri).is_some())
+            .cloned()
+            .collect();
+        Some(
+            SubscriptionFilter::builder()
+                .tools_list_changed()
+                .resources_list_changed()
+                .resource_subscriptions(ours)
+                .build(),
+        )
     }
 
     /// Holds one subscription open until the client cancels it or the
@@ -189,7 +209,8 @@ impl ServerHandler for PilotageServer {
     async fn listen(&self, subscription: SubscriptionContext) -> Result<(), McpError> {
         let principal = self.principal(&subscription.request_context().extensions);
         let sessions = &self.listeners;
-        let listener = sessions.listen(principal.tenant, subscription.sink().clone());
+        let uris = subscription.accepted().resource_subscriptions.clone().unwrap_or_default();
+        let listener = sessions.listen(principal.tenant, subscription.sink().clone(), uris);
         subscription.cancelled().await;
         sessions.unlisten(listener);
         Ok(())
@@ -202,6 +223,62 @@ impl ServerHandler for PilotageServer {
     ) -> Result<ListToolsResult, McpError> {
         let context = self.context(&context.extensions)?;
         Ok(ListToolsResult::with_all_items(tools::tools(&context.tenant, &context.caller.principal)))
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let context = self.context(&context.extensions)?;
+        Ok(ListResourcesResult::with_all_items(resources::list(&context)))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        self.context(&context.extensions)?;
+        Ok(ListResourceTemplatesResult::with_all_items(resources::templates()))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let context = self.context(&context.extensions)?;
+        resources::read(&context, &request.uri).map(Into::into)
+    }
+
+    /// Legacy (up to 2025-11-25) subscriptions, per session: the URI gets
+    /// `notifications/resources/updated` when its tenant's Languages change.
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        if pilotage_protocol::resources::ResourceRef::parse(&request.uri).is_none() {
+            return Err(McpError::resource_not_found(format!("'{}' is no resource of this server", request.uri), None));
+        }
+        if let Some(session) = self.session_id(&context.extensions) {
+            self.listeners.subscribe(&session, request.uri);
+        }
+        Ok(())
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        if let Some(session) = self.session_id(&context.extensions) {
+            self.listeners.unsubscribe(&session, &request.uri);
+        }
+        Ok(())
     }
 
     async fn call_tool(

@@ -1,0 +1,176 @@
+//! The resource surface through the real endpoint (Part III §8.3, issue 30
+//! item 1): every resource the server lists reads as exactly the text of
+//! the tool answer it mirrors (conformance item 12), for callers of
+//! different visibility too; the manifest names the index resources; bad
+//! URIs are -32002; and a Language's arrival is announced as a resource
+//! change, with `resources/updated` for a subscribed guide index.
+
+use rmcp::model::ClientConfig;
+use rmcp::model::{CallToolRequestParams, ReadResourceRequestParams, ResourceContents, SubscribeRequestParams};
+use rmcp::service::{RoleClient, RunningService};
+use serde_json::{Value, json};
+
+use crate::endpoint::{Backend, client, client_as, server, settings};
+
+type Client = RunningService<RoleClient, ClientConfig>;
+
+async fn read(client: &Client, uri: &str) -> Result<String, rmcp::ServiceError> {
+    let result = client.read_resource(ReadResourceRequestParams::new(uri)).await?;
+    match &result.contents[..] {
+        [ResourceContents::TextResourceContents { text, mime_type, .. }] => {
+            assert_eq!(mime_type.as_deref(), Some("application/json"));
+            Ok(text.clone())
+        }
+        other => panic!("one text content expected: {other:?}"),
+    }
+}
+
+/// The text block of the tool answer `uri` mirrors.
+async fn tool_text(client: &Client, uri: &str) -> String {
+    let resource = pilotage_protocol::resources::ResourceRef::parse(uri).expect("a surface URI");
+    use pilotage_protocol::resources::ResourceRef as R;
+    let (tool, args) = match resource {
+        R::Manifest => ("pilotage_manifest", json!({})),
+        R::GuideIndex { language } => ("pilotage_get_guide", json!({"language": language})),
+        R::Guide { language, id } => ("pilotage_get_guide", json!({"language": language, "id": id})),
+        R::Catalog { language, cursor } => {
+            let mut args = json!({"language": language, "verb": "list"});
+            if let Some(cursor) = cursor {
+                args["cursor"] = json!(cursor);
+            }
+            ("pilotage_catalog", args)
+        }
+    };
+    let Value::Object(arguments) = args else { unreachable!() };
+    let result = client.call_tool(CallToolRequestParams::new(tool).with_arguments(arguments)).await.unwrap();
+    result.content[0].as_text().expect("a text block").text.clone()
+}
+
+/// Every listed resource reads as its tool's text; returns the URIs.
+async fn every_resource_equals_its_tool(client: &Client) -> Vec<String> {
+    let listed = client.list_all_resources().await.unwrap();
+    let mut uris = Vec::new();
+    for resource in listed {
+        let text = read(client, &resource.uri).await.unwrap();
+        assert_eq!(text, tool_text(client, &resource.uri).await, "{}", resource.uri);
+        uris.push(resource.uri.clone());
+    }
+    uris
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resources_mirror_the_tools_byte_for_byte() {
+    let server = server(settings(Backend::Sqlite).await).await;
+    let client = client(&server.mcp_url()).await;
+    let capabilities = client.peer_info().unwrap().capabilities.resources.clone().expect("resources declared");
+    assert_eq!((capabilities.subscribe, capabilities.list_changed), (Some(true), Some(true)));
+    let uris = every_resource_equals_its_tool(&client).await;
+    for expected in ["pilotage://manifest", "pilotage://guides/workflow%2Fv1", "pilotage://catalog/workflow%2Fv1"] {
+        assert!(uris.iter().any(|uri| uri == expected), "{expected} missing from {uris:?}");
+    }
+    assert!(uris.iter().any(|uri| uri.starts_with("pilotage://guides/workflow%2Fv1/")), "a guide is listed: {uris:?}");
+    // The manifest names the index resources (Part III §3, reference fields).
+    let manifest: Value = serde_json::from_str(&read(&client, "pilotage://manifest").await.unwrap()).unwrap();
+    let workflow = manifest["languages"].as_array().unwrap().iter().find(|l| l["name"] == "workflow/v1").unwrap();
+    assert_eq!(workflow["guides_resource"], "pilotage://guides/workflow%2Fv1");
+    assert_eq!(workflow["catalog_resource"], "pilotage://catalog/workflow%2Fv1");
+    crate::support::assert_schema("Manifest", &manifest);
+    let templates = client.list_all_resource_templates().await.unwrap();
+    assert_eq!(templates.len(), 3, "{templates:?}");
+
+    // Bad URIs: not our form, an unknown Language, an unknown guide.
+    for bad in ["pilotage://nothing", "pilotage://guides/nosuch%2Fv9", "pilotage://guides/workflow%2Fv1/nosuch"] {
+        match read(&client, bad).await {
+            Err(rmcp::ServiceError::McpError(error)) => assert_eq!(error.code.0, -32002, "{bad}: {error:?}"),
+            other => panic!("{bad}: {other:?}"),
+        }
+    }
+    let _ = client.cancel().await;
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resources_are_scoped_like_the_tools() {
+    let world = crate::tenancy::two_tenants().await;
+    let url = world.server.mcp_url();
+    let ann = client_as(&url, Some(&world.token("acme", "ann", "pilotage:mcp"))).await;
+    let bob = client_as(&url, Some(&world.token("acme", "bob", "pilotage:mcp finance"))).await;
+    let gus = client_as(&url, Some(&world.token("globex", "gus", "pilotage:mcp"))).await;
+    let catalog = "pilotage://catalog/workflow%2Fv1";
+    let mut seen = Vec::new();
+    for caller in [&ann, &bob, &gus] {
+        every_resource_equals_its_tool(caller).await;
+        seen.push(read(caller, catalog).await.unwrap());
+    }
+    assert!(!seen[0].contains("cap_secret") && seen[1].contains("cap_secret"), "finance sees its entry");
+    assert!(seen[2].contains("globex's profile service") && !seen[2].contains("acme"), "{}", seen[2]);
+    for caller in [ann, bob, gus] {
+        let _ = caller.cancel().await;
+    }
+}
+
+/// A client that records the notifications it receives.
+#[derive(Clone, Default)]
+struct Recorder(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+impl rmcp::ClientHandler for Recorder {
+    /// `resources/subscribe` is the session-bound form, up to 2025-11-25.
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::default().with_protocol_version(rmcp::model::ProtocolVersion::V_2025_11_25)
+    }
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        self.0.lock().unwrap().push(format!("updated {}", params.uri));
+    }
+    async fn on_resource_list_changed(&self, _context: rmcp::service::NotificationContext<RoleClient>) {
+        self.0.lock().unwrap().push("list_changed".to_owned());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(deprecated)] // resources/subscribe is the session-bound form this test drives
+async fn a_new_language_is_announced_to_resource_subscribers() {
+    let mut configured = settings(Backend::Sqlite).await;
+    configured.admin_token = Some(crate::tenancy::ADMIN_TOKEN.to_owned());
+    let data_dir = configured.data_dir.clone();
+    let server = server(configured).await;
+    let (status, _) =
+        crate::tenancy::admin(&server, reqwest::Method::POST, "/tenants", Some(json!({"id": "acme"}))).await;
+    assert_eq!(status, 201);
+    let audience = format!("http://{}/mcp", server.addr);
+    let dev = pilotage_server::auth::dev::DevTokens::load(&data_dir, audience).unwrap();
+    let token = dev.mint("acme", "ann", &["pilotage:mcp".to_owned()], 600).unwrap();
+    let recorder = Recorder::default();
+    let mut config =
+        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(server.mcp_url());
+    config = config.auth_header(token);
+    let transport = rmcp::transport::StreamableHttpClientTransport::from_config(config);
+    use rmcp::ServiceExt;
+    let client = recorder.clone().serve(transport).await.unwrap();
+    let index = "pilotage://guides/workflow%2Fv1";
+    // Before the Language arrives its index is not found; subscribing is
+    // still allowed (the URI is of this surface), a foreign URI is not.
+    assert!(client.read_resource(ReadResourceRequestParams::new(index)).await.is_err());
+    client.subscribe(SubscribeRequestParams::new(index)).await.unwrap();
+    assert!(client.subscribe(SubscribeRequestParams::new("https://elsewhere/x")).await.is_err());
+    let resources = client.list_all_resources().await.unwrap();
+    assert_eq!(resources.len(), 1, "only the manifest: {resources:?}");
+    crate::tenancy::upload_language(&server, "acme", pilotage_bundled::WORKFLOW).await;
+    let mut heard = Vec::new();
+    for _ in 0..100 {
+        heard = recorder.0.lock().unwrap().clone();
+        if heard.iter().any(|n| n == "list_changed") && heard.iter().any(|n| n == &format!("updated {index}")) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(heard.iter().any(|n| n == "list_changed"), "{heard:?}");
+    assert!(heard.contains(&format!("updated {index}")), "{heard:?}");
+    assert!(client.read_resource(ReadResourceRequestParams::new(index)).await.is_ok());
+    assert!(client.list_all_resources().await.unwrap().len() > 1);
+    let _ = client.cancel().await;
+    server.stop().await;
+}

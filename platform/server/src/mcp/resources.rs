@@ -1,0 +1,136 @@
+//! The optional resource surface (Part III §8.3, §3.2): the manifest, each
+//! of the caller's Languages' guide index and guides, and its catalog, as
+//! MCP resources. A resource's content is the corresponding tool response
+//! itself: the same operation answers, for the same caller, and the text is
+//! the same JSON the tool's text block carries (conformance item 12), so
+//! visibility is exactly the tools'. The tools stay the required path.
+
+use rmcp::ErrorData as McpError;
+use rmcp::model::{ReadResourceResult, Resource, ResourceContents, ResourceTemplate};
+use serde_json::{Value, json};
+
+use crate::operations::{self, Context, OpError};
+use pilotage_protocol::resources::ResourceRef;
+
+/// The contents' media type: every resource is a tool response's JSON.
+const JSON: &str = "application/json";
+
+/// The answer of the tool that `resource` mirrors, for `context`'s caller.
+fn answer(context: &Context, resource: &ResourceRef) -> Result<Value, OpError> {
+    match resource {
+        ResourceRef::Manifest => Ok(operations::discover::manifest(context)),
+        ResourceRef::GuideIndex { language } => operations::learn::get_guide(context, &json!({"language": language})),
+        ResourceRef::Guide { language, id } => {
+            operations::learn::get_guide(context, &json!({"language": language, "id": id}))
+        }
+        ResourceRef::Catalog { language, cursor } => {
+            let mut args = json!({"language": language, "verb": "list"});
+            if let Some(cursor) = cursor {
+                args["cursor"] = json!(cursor);
+            }
+            operations::lookup::catalog(context, &args)
+        }
+    }
+}
+
+fn resource(uri: String, name: String, description: String) -> Resource {
+    let mut raw = Resource::new(uri, name);
+    raw.description = Some(description);
+    raw.mime_type = Some(JSON.to_owned());
+    raw
+}
+
+/// Every resource the caller can read: the manifest, then per Language
+/// its guide index, each guide, and its catalog's first page.
+pub(crate) fn list(context: &Context) -> Vec<Resource> {
+    let mut resources = vec![resource(
+        ResourceRef::Manifest.uri(),
+        "Pilotage manifest".to_owned(),
+        "The Languages accepted here and their tools (the pilotage_manifest answer)".to_owned(),
+    )];
+    for slot in context.tenant.languages() {
+        let language = slot.entry.name.clone();
+        let index = ResourceRef::GuideIndex { language: language.clone() };
+        resources.push(resource(
+            index.uri(),
+            format!("{language} guides"),
+            format!("The guide index of {language} (pilotage_get_guide with its language)"),
+        ));
+        if let Ok(answer) = answer(context, &index) {
+            for guide in answer["guides"].as_array().into_iter().flatten() {
+                let Some(id) = guide["id"].as_str() else { continue };
+                let title = guide["title"].as_str().unwrap_or(id);
+                resources.push(resource(
+                    ResourceRef::Guide { language: language.clone(), id: id.to_owned() }.uri(),
+                    format!("{language}: {title}"),
+                    format!("The {language} guide '{id}' (pilotage_get_guide with its language and id)"),
+                ));
+            }
+        }
+        if slot.description().features.catalog {
+            resources.push(resource(
+                ResourceRef::Catalog { language: language.clone(), cursor: None }.uri(),
+                format!("{language} catalog"),
+                format!(
+                    "The catalog of {language} as you may see it, first page (pilotage_catalog verb list; next pages at ?cursor=)"
+                ),
+            ));
+        }
+    }
+    resources
+}
+
+/// The URI templates of the surface.
+pub(crate) fn templates() -> Vec<ResourceTemplate> {
+    let template = |uri: &str, name: &str, description: &str| {
+        let mut raw = ResourceTemplate::new(uri, name);
+        raw.description = Some(description.to_owned());
+        raw.mime_type = Some(JSON.to_owned());
+        raw
+    };
+    vec![
+        template(
+            "pilotage://guides/{language}",
+            "Guide index",
+            "A Language's guide index; the Language identifier percent-encoded (workflow%2Fv1)",
+        ),
+        template("pilotage://guides/{language}/{id}", "Guide", "One guide of a Language"),
+        template(
+            "pilotage://catalog/{language}",
+            "Catalog",
+            "A Language's catalog as the caller may see it, first page; ?cursor= for the next",
+        ),
+    ]
+}
+
+/// Reads `uri` for `context`'s caller: the tool's answer as the text of
+/// one JSON content.
+///
+/// # Errors
+/// -32002 (resource not found) for a URI of no known form and for what
+/// the tool answers with a request error (an unknown Language or guide, a
+/// bad cursor), the request error as `data`.
+pub(crate) fn read(context: &Context, uri: &str) -> Result<ReadResourceResult, McpError> {
+    let Some(resource) = ResourceRef::parse(uri) else {
+        return Err(McpError::resource_not_found(
+            format!(
+                "'{uri}' is none of pilotage://manifest, pilotage://guides/{{language}}[/{{id}}], pilotage://catalog/{{language}}"
+            ),
+            None,
+        ));
+    };
+    match answer(context, &resource) {
+        Ok(value) => Ok(ReadResourceResult::new(vec![ResourceContents::TextResourceContents {
+            uri: uri.to_owned(),
+            mime_type: Some(JSON.to_owned()),
+            // As `CallToolResult::structured` writes the tool's text block.
+            text: value.to_string(),
+            meta: None,
+        }])),
+        Err(OpError::Request(error)) => {
+            let data = serde_json::to_value(&error).ok();
+            Err(McpError::resource_not_found(error.error.message.clone(), data))
+        }
+        Err(OpError::Structural(message)) => Err(McpError::invalid_params(message, None)),
+    }
+}

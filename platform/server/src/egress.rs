@@ -29,6 +29,7 @@
 //! a tenant given `mqtt_topic_prefix` subscribes only to filters below it.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -278,6 +279,8 @@ struct Rules {
     allow_private: bool,
     operator_nets: Vec<IpNet>,
     policy: RwLock<(EgressPolicy, Parsed)>,
+    /// Bumped by every policy change, so a cached check knows it is stale.
+    generation: AtomicU64,
 }
 
 impl Rules {
@@ -372,6 +375,7 @@ impl Confinement {
             allow_private: settings.allow_private.unwrap_or(false),
             operator_nets: settings.allow.iter().filter_map(|entry| parse_net(entry)).collect(),
             policy: RwLock::new((EgressPolicy::default(), Parsed::default())),
+            generation: AtomicU64::new(0),
         });
         let redirects = rules.clone();
         let http = reqwest::Client::builder()
@@ -403,7 +407,14 @@ impl Confinement {
     pub fn set_policy(&self, policy: EgressPolicy) -> Result<(), PolicyError> {
         let parsed = policy.parse()?;
         *self.rules.policy.write().unwrap_or_else(|p| p.into_inner()) = (policy, parsed);
+        self.rules.generation.fetch_add(1, Ordering::SeqCst);
         Ok(())
+    }
+
+    /// Changes with every [`Confinement::set_policy`]: a check remembered
+    /// under an older generation must be made again.
+    pub fn generation(&self) -> u64 {
+        self.rules.generation.load(Ordering::SeqCst)
     }
 
     /// The tenant's policy.

@@ -78,6 +78,8 @@ pub struct PostgresDataSource {
     target: Arc<str>,
     options: PgConnectOptions,
     confinement: Option<Confinement>,
+    /// The last check that passed: the confinement's generation and when.
+    checked: Arc<std::sync::Mutex<Option<(u64, Instant)>>>,
 }
 
 impl std::fmt::Debug for PostgresDataSource {
@@ -118,6 +120,10 @@ pub fn statement_timeout_for(configured: Duration, deadline: Option<Instant>, no
     };
     (timeout >= Duration::from_millis(1)).then_some(timeout)
 }
+
+/// How long a passed destination check stands while the tenant's egress
+/// rules are unchanged.
+const RECHECK_AFTER: Duration = Duration::from_secs(5);
 
 /// Why a statement cannot start: its Run's wall time is used up.
 const NO_TIME_LEFT: &str = "the Run's wall-time bound was reached before the statement could start";
@@ -165,6 +171,7 @@ impl PostgresDataSource {
             target: target.into(),
             options,
             confinement: None,
+            checked: Arc::default(),
         })
     }
 
@@ -187,6 +194,17 @@ impl PostgresDataSource {
     /// [`DataSourceError::Refused`] when the confinement refuses it.
     pub async fn confine(&self) -> Result<(), DataSourceError> {
         let Some(confinement) = &self.confinement else { return Ok(()) };
+        // A passed check stands for a few seconds while the rules are
+        // unchanged: a Run's transaction then costs no name lookup (a slow
+        // resolver would slow every Run), and a narrowed rule still applies
+        // to the very next Run.
+        let generation = confinement.generation();
+        let fresh = |checked: &Option<(u64, Instant)>| {
+            checked.is_some_and(|(at_generation, at)| at_generation == generation && at.elapsed() < RECHECK_AFTER)
+        };
+        if fresh(&self.checked.lock().unwrap_or_else(|p| p.into_inner())) {
+            return Ok(());
+        }
         let host = match self.options.get_socket() {
             Some(socket) => socket.display().to_string(),
             None => self.options.get_host().to_owned(),
@@ -199,6 +217,7 @@ impl PostgresDataSource {
         {
             self.pool.set_connect_options(self.options.clone().host(&address.ip().to_string()));
         }
+        *self.checked.lock().unwrap_or_else(|p| p.into_inner()) = Some((generation, Instant::now()));
         Ok(())
     }
 

@@ -126,7 +126,8 @@ impl ObservedServer {
 /// A request method served by the inner server, observed; never an
 /// `isError` result.
 macro_rules! observed_request {
-    ($name:ident, $method:literal, $request:ty, $result:ty) => {
+    ($(#[$attribute:meta])* $name:ident, $method:literal, $request:ty, $result:ty) => {
+        $(#[$attribute])*
         async fn $name(&self, request: $request, mut context: RequestContext<RoleServer>) -> Result<$result, McpError> {
             let observation = self.begin($method, None, &mut context);
             let result = self.inner.$name(request, context).instrument(observation.span.clone()).await;
@@ -177,30 +178,21 @@ impl ServerHandler for ObservedServer {
     observed_request!(read_resource, "resources/read", ReadResourceRequestParams, ReadResourceResponse);
     observed_request!(list_tools, "tools/list", Option<PaginatedRequestParams>, ListToolsResult);
 
-    /// The session-bound resource subscription (up to 2025-11-25).
-    #[allow(deprecated)]
-    async fn subscribe(
-        &self,
-        request: SubscribeRequestParams,
-        mut context: RequestContext<RoleServer>,
-    ) -> Result<(), McpError> {
-        let observation = self.begin("resources/subscribe", None, &mut context);
-        let result = self.inner.subscribe(request, context).instrument(observation.span.clone()).await;
-        observation.end(&result, |_| false);
-        result
-    }
-
-    #[allow(deprecated)]
-    async fn unsubscribe(
-        &self,
-        request: UnsubscribeRequestParams,
-        mut context: RequestContext<RoleServer>,
-    ) -> Result<(), McpError> {
-        let observation = self.begin("resources/unsubscribe", None, &mut context);
-        let result = self.inner.unsubscribe(request, context).instrument(observation.span.clone()).await;
-        observation.end(&result, |_| false);
-        result
-    }
+    // The session-bound resource subscriptions (up to 2025-11-25).
+    observed_request!(
+        #[allow(deprecated)]
+        subscribe,
+        "resources/subscribe",
+        SubscribeRequestParams,
+        ()
+    );
+    observed_request!(
+        #[allow(deprecated)]
+        unsubscribe,
+        "resources/unsubscribe",
+        UnsubscribeRequestParams,
+        ()
+    );
 
     observed_request!(get_task, "tasks/get", GetTaskParams, GetTaskResult);
     observed_request!(update_task, "tasks/update", UpdateTaskParams, ());

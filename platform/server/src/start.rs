@@ -322,6 +322,11 @@ pub async fn start(settings: Settings, bundled: Bundled) -> Result<Server, Start
         crate::deploy::publish::publish_all(&platform, &tenant).await.map_err(LoadError::from)?;
     }
     let metrics_addr = serve(&settings, &platform, &listeners, listener, &shutdown, &mut tasks).await?;
+    tasks.push(tokio::spawn(crate::mcp::listeners::watch_catalogs(
+        listeners.clone(),
+        platform.clone(),
+        shutdown.clone(),
+    )));
     spawn_background(&settings, &platform, changes_from, &shutdown, &mut tasks);
     // Each Language file is watched until shutdown (spawned last, so a
     // start that fails leaves no watcher behind).

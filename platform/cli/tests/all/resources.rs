@@ -2,8 +2,9 @@
 //! item 1): every resource the server lists reads as exactly the text of
 //! the tool answer it mirrors (conformance item 12), for callers of
 //! different visibility too; the manifest names the index resources; bad
-//! URIs are -32002; and a Language's arrival is announced as a resource
-//! change, with `resources/updated` for a subscribed guide index.
+//! URIs are -32002; a Language's arrival is announced as a resource
+//! change, with `resources/updated` for a subscribed guide index, and a
+//! catalog change updates a subscribed catalog resource.
 
 use rmcp::model::ClientConfig;
 use rmcp::model::{CallToolRequestParams, ReadResourceRequestParams, ResourceContents, SubscribeRequestParams};
@@ -14,7 +15,7 @@ use crate::endpoint::{Backend, client, client_as, server, settings};
 
 type Client = RunningService<RoleClient, ClientConfig>;
 
-async fn read(client: &Client, uri: &str) -> Result<String, rmcp::ServiceError> {
+async fn read(client: &rmcp::Peer<RoleClient>, uri: &str) -> Result<String, rmcp::ServiceError> {
     let result = client.read_resource(ReadResourceRequestParams::new(uri)).await?;
     match &result.contents[..] {
         [ResourceContents::TextResourceContents { text, mime_type, .. }] => {
@@ -171,6 +172,33 @@ async fn a_new_language_is_announced_to_resource_subscribers() {
     assert!(heard.contains(&format!("updated {index}")), "{heard:?}");
     assert!(client.read_resource(ReadResourceRequestParams::new(index)).await.is_ok());
     assert!(client.list_all_resources().await.unwrap().len() > 1);
+
+    // A catalog change (here through the admin API) updates a subscribed
+    // catalog resource, and only that one: the guide index hears nothing.
+    let catalog = "pilotage://catalog/workflow%2Fv1";
+    client.subscribe(SubscribeRequestParams::new(catalog)).await.unwrap();
+    let before = read(&client, catalog).await.unwrap();
+    let index_updates = |heard: &[String]| heard.iter().filter(|n| **n == format!("updated {index}")).count();
+    let index_before = index_updates(&recorder.0.lock().unwrap());
+    let entry = json!({"id": "cap_new", "kind": "capability", "name": "cap_new", "description": "new",
+        "input_schema": {"type": "object"}, "risk": "safe",
+        "risk_hints": {"readOnly": true, "destructive": false, "openWorld": false}});
+    let (status, body) =
+        crate::tenancy::admin(&server, reqwest::Method::PUT, "/tenants/acme/catalog/entries/cap_new", Some(entry))
+            .await;
+    assert_eq!(status, 201, "{body}");
+    let mut updated = false;
+    for _ in 0..100 {
+        if recorder.0.lock().unwrap().contains(&format!("updated {catalog}")) {
+            updated = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(updated, "{:?}", recorder.0.lock().unwrap());
+    let after = read(&client, catalog).await.unwrap();
+    assert!(!before.contains("cap_new") && after.contains("cap_new"));
+    assert_eq!(index_updates(&recorder.0.lock().unwrap()), index_before, "the guide index did not change");
     let _ = client.cancel().await;
     server.stop().await;
 }

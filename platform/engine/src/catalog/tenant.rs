@@ -115,6 +115,13 @@ impl TenantCatalog {
         report
     }
 
+    /// How many changes the catalog has taken since it was made (one per
+    /// entry added, changed or removed): a cheap way to tell that it
+    /// changed.
+    pub fn changes_seen(&self) -> u64 {
+        self.seq
+    }
+
     fn record(&mut self, id: String, before: Option<Arc<StoredEntry>>) {
         self.seq += 1;
         self.changes.push_back(Change { seq: self.seq, id, before });

@@ -3,17 +3,21 @@
 //! stream) and the open `subscriptions/listen` requests (2026-07-28).
 //! A change of the tenant's Languages changes its resources too (Part III
 //! §8.3): each hears `resources/list_changed`, and `resources/updated` for
-//! every resource it subscribed to.
+//! every resource it subscribed to; a change of its catalog, `updated`
+//! for its subscribed catalog resources ([`watch_catalogs`]).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use rmcp::model::ResourceUpdatedNotificationParam;
 use rmcp::service::SubscriptionSink;
 use rmcp::{Peer, RoleServer};
 
-use crate::tenancy::ToolListeners;
+use tokio_util::sync::CancellationToken;
+
+use crate::tenancy::{Platform, ToolListeners};
 
 /// One open `subscriptions/listen`: its tenant, its sink, and the
 /// resource URIs it accepted.
@@ -122,6 +126,74 @@ impl Listeners {
                 .unwrap_or_default();
             for uri in uris {
                 let _ = peer.notify_resource_updated(ResourceUpdatedNotificationParam::new(uri)).await;
+            }
+        }
+    }
+}
+
+impl Listeners {
+    /// Sends `resources/updated` for every subscribed URI of `tenant` that
+    /// `wanted` picks, to sessions and subscriptions alike.
+    async fn notify_updated(&self, tenant: &str, wanted: impl Fn(&str) -> bool) {
+        let sinks: Vec<(SubscriptionSink, Vec<String>)> = self
+            .listeners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .filter(|(owner, _, _)| owner == tenant)
+            .map(|(_, sink, uris)| (sink.clone(), uris.iter().filter(|uri| wanted(uri)).cloned().collect()))
+            .collect();
+        for (sink, uris) in sinks {
+            for uri in uris {
+                let _ = sink.notify_resource_updated(uri).await;
+            }
+        }
+        let peers: Vec<(Peer<RoleServer>, Vec<String>)> = {
+            let peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+            let subscribed = self.subscribed.lock().unwrap_or_else(|p| p.into_inner());
+            peers
+                .iter()
+                .filter(|(_, (owner, _))| owner == tenant)
+                .map(|(session, (_, peer))| {
+                    let uris = subscribed.get(session).into_iter().flatten().filter(|uri| wanted(uri)).cloned();
+                    (peer.clone(), uris.collect())
+                })
+                .collect()
+        };
+        for (peer, uris) in peers {
+            for uri in uris {
+                let _ = peer.notify_resource_updated(ResourceUpdatedNotificationParam::new(uri)).await;
+            }
+        }
+    }
+}
+
+/// How often [`watch_catalogs`] looks for catalog changes.
+const CATALOG_WATCH_PERIOD: Duration = Duration::from_secs(1);
+
+/// Until `shutdown`: every [`CATALOG_WATCH_PERIOD`], each tenant whose
+/// catalog took a change (through the admin API, a data source refresh, a
+/// promotion, a deployment, or another replica's change followed here)
+/// sends `resources/updated` for its subscribed catalog resources. Why a
+/// watch: catalog changes arrive by many paths, and the catalog's change
+/// counter is read in one lock per tenant.
+pub(crate) async fn watch_catalogs(listeners: Arc<Listeners>, platform: Platform, shutdown: CancellationToken) {
+    // The catalogs as loaded at start are the baseline; a tenant created
+    // since starts from an empty catalog, so its first changes count.
+    let mut seen: BTreeMap<String, u64> = platform
+        .tenants()
+        .iter()
+        .map(|tenant| (tenant.id.clone(), tenant.with_catalog(|catalog| catalog.changes_seen())))
+        .collect();
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(CATALOG_WATCH_PERIOD) => {}
+        }
+        for tenant in platform.tenants() {
+            let changes = tenant.with_catalog(|catalog| catalog.changes_seen());
+            if seen.insert(tenant.id.clone(), changes).unwrap_or(0) != changes {
+                listeners.notify_updated(&tenant.id, |uri| uri.starts_with("pilotage://catalog/")).await;
             }
         }
     }

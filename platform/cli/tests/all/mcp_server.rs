@@ -745,9 +745,10 @@ async fn health_hosts_and_body_limits() {
     server.stop().await;
 }
 
-/// A 2026-07-28 client has no session: it learns of tool-list changes by
-/// holding `subscriptions/listen` open (Part III §4.7), and only for its
-/// own tenant.
+/// A 2026-07-28 client has no session: it learns of tool-list changes,
+/// and of resource-list changes and updates of the resources it names, by
+/// holding `subscriptions/listen` open (Part III §4.7, §8.3), and only for
+/// its own tenant.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stateless_client_hears_tool_list_changes_through_subscriptions_listen() {
     use rmcp::model::{ProtocolVersion, ServerNotification, SubscriptionFilter};
@@ -764,12 +765,19 @@ async fn a_stateless_client_hears_tool_list_changes_through_subscriptions_listen
         .await
         .expect("a 2026-07-28 client connects");
     assert_eq!(client.peer_info().map(|info| info.protocol_version.clone()), Some(ProtocolVersion::V_2026_07_28));
-    let mut subscription = client
-        .listen(SubscriptionFilter::builder().tools_list_changed().prompts_list_changed().build())
-        .await
-        .expect("the server accepts a listen");
+    let index = "pilotage://guides/workflow%2Fv1";
+    let requested = SubscriptionFilter::builder()
+        .tools_list_changed()
+        .prompts_list_changed()
+        .resources_list_changed()
+        .resource_subscriptions([index.to_owned(), "https://elsewhere.example/x".to_owned()])
+        .build();
+    let mut subscription = client.listen(requested).await.expect("the server accepts a listen");
     assert_eq!(subscription.acknowledged().tools_list_changed, Some(true));
     assert_eq!(subscription.acknowledged().prompts_list_changed, None, "only what the server sends is accepted");
+    // Resources too (Part III §8.3): the list, and this surface's URIs only.
+    assert_eq!(subscription.acknowledged().resources_list_changed, Some(true));
+    assert_eq!(subscription.acknowledged().resource_subscriptions.as_deref(), Some(&[index.to_owned()][..]));
 
     // Another tenant's change is not announced here; the demo tenant's is.
     server.platform.add_tenant("elsewhere");
@@ -784,6 +792,16 @@ async fn a_stateless_client_hears_tool_list_changes_through_subscriptions_listen
         .expect("a notification within 5 s")
         .expect("the subscription is open");
     assert!(matches!(heard, Some(ServerNotification::ToolListChangedNotification(_))), "{heard:?}");
+    let mut resources = Vec::new();
+    for _ in 0..2 {
+        let next = tokio::time::timeout(std::time::Duration::from_secs(5), subscription.next()).await;
+        resources.push(next.expect("a resource notification within 5 s").expect("open"));
+    }
+    assert!(matches!(resources[0], Some(ServerNotification::ResourceListChangedNotification(_))), "{resources:?}");
+    assert!(
+        matches!(&resources[1], Some(ServerNotification::ResourceUpdatedNotification(n)) if n.params.uri == index),
+        "{resources:?}"
+    );
     let tools = client.list_all_tools().await.unwrap();
     assert!(tools.iter().any(|tool| tool.name == "validate_hostile"));
     drop(subscription);

@@ -199,6 +199,23 @@ async fn a_new_language_is_announced_to_resource_subscribers() {
     let after = read(&client, catalog).await.unwrap();
     assert!(!before.contains("cap_new") && after.contains("cap_new"));
     assert_eq!(index_updates(&recorder.0.lock().unwrap()), index_before, "the guide index did not change");
+
+    // Resource requests count against the tenant's requests_per_second as
+    // tool calls do; past it, -32000 carries the bounds_exceeded request error.
+    let quotas = json!({"quotas": {"max_concurrent_runs": 16, "requests_per_second": 1, "max_stored_run_bytes": 1_000_000,
+                                   "max_deployments": 10, "max_firings_per_minute": 10}});
+    let (status, body) = crate::tenancy::admin(&server, reqwest::Method::PATCH, "/tenants/acme", Some(quotas)).await;
+    assert_eq!(status, 200, "{body}");
+    let mut refused = None;
+    for _ in 0..5 {
+        if let Err(rmcp::ServiceError::McpError(error)) = read(&client, index).await {
+            refused = Some(error);
+            break;
+        }
+    }
+    let refused = refused.expect("a read past the quota is refused");
+    assert_eq!(refused.code.0, -32000, "{refused:?}");
+    assert_eq!(refused.data.as_ref().unwrap()["error"]["kind"], "bounds_exceeded", "{refused:?}");
     let _ = client.cancel().await;
     server.stop().await;
 }

@@ -40,6 +40,24 @@ fn resource(uri: String, name: String, description: String) -> Resource {
     raw
 }
 
+/// Counts a resource request against the tenant's `requests_per_second`
+/// as a tool call is counted.
+///
+/// # Errors
+/// -32000 with the quota's message, and as `data` the request error a tool
+/// call would have answered (`bounds_exceeded`): a resource request has no
+/// `isError` result to carry it.
+pub(crate) fn admit(context: &Context) -> Result<(), McpError> {
+    context.tenant.admit_request().map_err(|exceeded| {
+        let error = pilotage_protocol::request_error::RequestError::new(
+            pilotage_protocol::request_error::RequestErrorKind::BoundsExceeded,
+            exceeded.to_string(),
+        );
+        let data = serde_json::to_value(&error).ok();
+        McpError::new(rmcp::model::ErrorCode(-32000), exceeded.to_string(), data)
+    })
+}
+
 /// Every resource the caller can read: the manifest, then per Language
 /// its guide index, each guide, and its catalog's first page.
 pub(crate) fn list(context: &Context) -> Vec<Resource> {

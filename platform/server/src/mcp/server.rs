@@ -231,6 +231,7 @@ impl ServerHandler for PilotageServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         let context = self.context(&context.extensions)?;
+        resources::admit(&context)?;
         Ok(ListResourcesResult::with_all_items(resources::list(&context)))
     }
 
@@ -249,6 +250,7 @@ impl ServerHandler for PilotageServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         let context = self.context(&context.extensions)?;
+        resources::admit(&context)?;
         resources::read(&context, &request.uri).map(Into::into)
     }
 

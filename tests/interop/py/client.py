@@ -23,6 +23,7 @@ from typing import Any
 
 from mcp import Client, ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, Implementation
 
 EXPECTED_TOOLS = [
@@ -231,6 +232,34 @@ async def loop(session: ClientSession) -> None:
         kind = (content.get("error") or {}).get("kind")
         check("guide (unknown id): isError true", is_error)
         check("guide (unknown id): error.kind not_found", kind == "not_found", kind)
+    await resources(session)
+
+
+async def resources(session: ClientSession) -> None:
+    """The resource surface (Part III §8.3) through the SDK: listed,
+    templated, and read as exactly the text of the tool answer it mirrors."""
+    capabilities = session.server_capabilities
+    check("connect: server declares resources", capabilities is not None and capabilities.resources is not None)
+    index = "pilotage://guides/workflow%2Fv1"
+    uris = [str(resource.uri) for resource in (await session.list_resources()).resources]
+    check("resources/list: the manifest and the workflow guide index", "pilotage://manifest" in uris and index in uris, uris)
+    templates = (await session.list_resource_templates()).resource_templates
+    check("resources/templates/list: three templates", len(templates) == 3, len(templates))
+    read = await session.read_resource(index)
+    tool = await session.call_tool("pilotage_get_guide", {"language": LANGUAGE}, read_timeout_seconds=REQUEST_TIMEOUT_S)
+    contents = getattr(read, "contents", [])
+    check(
+        "resources/read: the guide index is the tool answer, byte for byte",
+        len(contents) == 1 and getattr(contents[0], "text", None) == tool.content[0].text,
+    )
+    code = None
+    try:
+        await session.read_resource("pilotage://guides/nosuch%2Fv9")
+    except MCPError as error:
+        code = error.code
+    # Resource not found: -32002 up to 2025-11-25, -32602 from 2026-07-28.
+    expected = -32602 if mode == "stateless" else -32002
+    check("resources/read: an unknown Language is resource-not-found", code == expected, code)
 
 
 async def scenario(url: str) -> None:

@@ -90,6 +90,34 @@ async function call(client, validator, label, name, args) {
     return { isError: result.isError === true, structured: structured ?? {} };
 }
 
+/**
+ * The resource surface (Part III §8.3) through the SDK: listed, templated,
+ * and read as exactly the text of the tool answer each mirrors.
+ */
+async function resources(client) {
+    const options = { timeout: REQUEST_TIMEOUT_MS };
+    check('initialize: server declares resources', client.getServerCapabilities()?.resources !== undefined);
+    const { resources: listed } = await client.listResources(undefined, options);
+    const uris = listed.map((resource) => resource.uri);
+    const index = 'pilotage://guides/workflow%2Fv1';
+    check('resources/list: the manifest and the workflow guide index', uris.includes('pilotage://manifest') && uris.includes(index), uris);
+    const { resourceTemplates } = await client.listResourceTemplates(undefined, options);
+    check('resources/templates/list: three templates', resourceTemplates.length === 3, resourceTemplates.length);
+    const read = await client.readResource({ uri: index }, options);
+    const tool = await client.callTool({ name: 'pilotage_get_guide', arguments: { language: LANGUAGE } }, undefined, options);
+    check(
+        'resources/read: the guide index is the tool answer, byte for byte',
+        read.contents.length === 1 && read.contents[0].text === tool.content[0].text,
+    );
+    let code;
+    try {
+        await client.readResource({ uri: 'pilotage://guides/nosuch%2Fv9' }, options);
+    } catch (error) {
+        code = error?.code;
+    }
+    check('resources/read: an unknown Language is -32002', code === -32002, code);
+}
+
 async function scenario(url) {
     const validator = new CountingValidator();
     const client = new Client(
@@ -200,6 +228,7 @@ async function scenario(url) {
                 unknownGuide.structured.error?.kind,
             );
         }
+        await resources(client);
         check('the SDK validator rejected nothing', validator.rejected.length === 0, validator.rejected);
     } finally {
         // Ends the session (DELETE) and closes the connection.

@@ -125,9 +125,10 @@ pub(crate) fn templates() -> Vec<ResourceTemplate> {
 /// one JSON content.
 ///
 /// # Errors
-/// -32002 (resource not found) for a URI of no known form and for what
-/// the tool answers with a request error (an unknown Language or guide, a
-/// bad cursor), the request error as `data`.
+/// Resource not found (-32002; rmcp sends -32602 to 2026-07-28 peers, as
+/// that revision asks) for a URI of no known form and for what the tool
+/// answers with a request error (an unknown Language or guide, a bad
+/// cursor), the request error as `data`.
 pub(crate) fn read(context: &Context, uri: &str) -> Result<ReadResourceResult, McpError> {
     let Some(resource) = ResourceRef::parse(uri) else {
         return Err(McpError::resource_not_found(

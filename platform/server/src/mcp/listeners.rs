@@ -84,86 +84,83 @@ impl Listeners {
         self.listeners.lock().unwrap_or_else(|p| p.into_inner()).remove(&number);
     }
 
-    /// Tells every session and every subscription of `tenant` that its tool
-    /// list changed.
-    async fn notify_tools_changed(&self, tenant: &str) {
-        let sinks: Vec<(SubscriptionSink, Vec<String>)> = self
+    /// Every subscription and session of `tenant`, each with its subscribed
+    /// resource URIs that `wanted` picks.
+    fn targets(&self, tenant: &str, wanted: impl Fn(&str) -> bool) -> Vec<(Target, Vec<String>)> {
+        let mut targets: Vec<(Target, Vec<String>)> = self
             .listeners
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .values()
             .filter(|(owner, _, _)| owner == tenant)
-            .map(|(_, sink, uris)| (sink.clone(), uris.clone()))
+            .map(|(_, sink, uris)| {
+                (Target::Listen(sink.clone()), uris.iter().filter(|uri| wanted(uri)).cloned().collect())
+            })
             .collect();
-        for (sink, uris) in sinks {
-            if let Err(error) = sink.notify_tool_list_changed().await {
-                tracing::debug!(%error, "a subscription did not take tools/list_changed");
-            }
-            let _ = sink.notify_resource_list_changed().await;
-            for uri in uris {
-                let _ = sink.notify_resource_updated(uri).await;
-            }
+        let peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+        let subscribed = self.subscribed.lock().unwrap_or_else(|p| p.into_inner());
+        targets.extend(peers.iter().filter(|(_, (owner, _))| owner == tenant).map(|(session, (_, peer))| {
+            let uris = subscribed.get(session).into_iter().flatten().filter(|uri| wanted(uri)).cloned();
+            (Target::Session(peer.clone()), uris.collect())
+        }));
+        targets
+    }
+
+    /// Tells every session and every subscription of `tenant` that its tool
+    /// list and resource list changed, and that each resource it
+    /// subscribed to was updated.
+    async fn notify_tools_changed(&self, tenant: &str) {
+        for (target, uris) in self.targets(tenant, |_| true) {
+            target.list_changed().await;
+            target.updated(uris).await;
         }
-        let peers: Vec<(String, Peer<RoleServer>)> = self
-            .peers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .filter(|(_, (owner, _))| owner == tenant)
-            .map(|(session, (_, peer))| (session.clone(), peer.clone()))
-            .collect();
-        for (session, peer) in peers {
-            if let Err(error) = peer.notify_tool_list_changed().await {
-                tracing::debug!(%error, "a session did not take tools/list_changed");
-            }
-            let _ = peer.notify_resource_list_changed().await;
-            let uris: Vec<String> = self
-                .subscribed
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(&session)
-                .map(|uris| uris.iter().cloned().collect())
-                .unwrap_or_default();
-            for uri in uris {
-                let _ = peer.notify_resource_updated(ResourceUpdatedNotificationParam::new(uri)).await;
-            }
+    }
+
+    /// Sends `resources/updated` for every subscribed URI of `tenant` that
+    /// `wanted` picks, to sessions and subscriptions alike.
+    async fn notify_updated(&self, tenant: &str, wanted: impl Fn(&str) -> bool) {
+        for (target, uris) in self.targets(tenant, wanted) {
+            target.updated(uris).await;
         }
     }
 }
 
-impl Listeners {
-    /// Sends `resources/updated` for every subscribed URI of `tenant` that
-    /// `wanted` picks, to sessions and subscriptions alike.
-    async fn notify_updated(&self, tenant: &str, wanted: impl Fn(&str) -> bool) {
-        let sinks: Vec<(SubscriptionSink, Vec<String>)> = self
-            .listeners
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .filter(|(owner, _, _)| owner == tenant)
-            .map(|(_, sink, uris)| (sink.clone(), uris.iter().filter(|uri| wanted(uri)).cloned().collect()))
-            .collect();
-        for (sink, uris) in sinks {
-            for uri in uris {
-                let _ = sink.notify_resource_updated(uri).await;
+/// Where a notification goes: a session's peer (up to 2025-11-25) or an
+/// open `subscriptions/listen` (2026-07-28).
+enum Target {
+    Session(Peer<RoleServer>),
+    Listen(SubscriptionSink),
+}
+
+impl Target {
+    /// `tools/list_changed`, then `resources/list_changed`.
+    async fn list_changed(&self) {
+        let tools = match self {
+            Target::Session(peer) => {
+                let tools = peer.notify_tool_list_changed().await.map_err(|e| e.to_string());
+                let _ = peer.notify_resource_list_changed().await;
+                tools
             }
-        }
-        let peers: Vec<(Peer<RoleServer>, Vec<String>)> = {
-            let peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
-            let subscribed = self.subscribed.lock().unwrap_or_else(|p| p.into_inner());
-            peers
-                .iter()
-                .filter(|(_, (owner, _))| owner == tenant)
-                .map(|(session, (_, peer))| {
-                    let uris = subscribed.get(session).into_iter().flatten().filter(|uri| wanted(uri)).cloned();
-                    (peer.clone(), uris.collect())
-                })
-                .collect()
+            Target::Listen(sink) => {
+                let tools = sink.notify_tool_list_changed().await.map_err(|e| e.to_string());
+                let _ = sink.notify_resource_list_changed().await;
+                tools
+            }
         };
-        for (peer, uris) in peers {
-            for uri in uris {
-                let _ = peer.notify_resource_updated(ResourceUpdatedNotificationParam::new(uri)).await;
-            }
+        if let Err(error) = tools {
+            tracing::debug!(%error, "a session or subscription did not take tools/list_changed");
+        }
+    }
+
+    /// `resources/updated` for each of `uris`.
+    async fn updated(&self, uris: Vec<String>) {
+        for uri in uris {
+            let _ = match self {
+                Target::Session(peer) => {
+                    peer.notify_resource_updated(ResourceUpdatedNotificationParam::new(uri)).await.map_err(drop)
+                }
+                Target::Listen(sink) => sink.notify_resource_updated(uri).await.map_err(drop),
+            };
         }
     }
 }

@@ -182,6 +182,29 @@ pub(crate) struct RunRecord {
     /// on the engine's epoch ticker getting CPU time (a starved ticker
     /// would let such a Run end as a success).
     pub invoked_past_deadline: Option<String>,
+    /// The step whose invocation or statement was refused because the Run
+    /// was [cancelled](Cancellation), if any.
+    pub cancelled_at: Option<String>,
+}
+
+/// A request to stop a Run at its next invocation boundary: once
+/// [`Cancellation::cancel`] is called, every further invocation and
+/// statement of the Run is refused, and the Run ends `partial` with what
+/// already ran in its trace (an MCP task's `tasks/cancel`). Cheap to
+/// clone; clones share one flag.
+#[derive(Clone, Debug, Default)]
+pub struct Cancellation(Arc<std::sync::atomic::AtomicBool>);
+
+impl Cancellation {
+    /// Asks the Run to stop at its next invocation boundary.
+    pub fn cancel(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether [`Cancellation::cancel`] was called.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 /// The effects of one Run: containment, authorization at execution time,
@@ -205,6 +228,8 @@ pub(crate) struct RunEffects {
     pub(crate) test_run: bool,
     /// The clock the Run sees, when not the host's real one.
     pub(crate) clock_ms: Option<u64>,
+    /// Set when the Run is asked to stop at its next invocation boundary.
+    pub(crate) cancellation: Option<Cancellation>,
 }
 
 /// Whether a test run performs an invocation of `entry` (Part II §6.5.7,
@@ -232,6 +257,18 @@ impl RunEffects {
         }
         Err(InvokeRefusal::Refused(message))
     }
+
+    /// Refuses the step `step_id` when the Run was cancelled: the
+    /// invocation boundary where a cancelled Run stops.
+    fn stop_if_cancelled(&self, step_id: &str) -> Result<(), InvokeRefusal> {
+        if !self.cancellation.as_ref().is_some_and(Cancellation::is_cancelled) {
+            return Ok(());
+        }
+        if let Ok(mut record) = self.record.lock() {
+            record.cancelled_at.get_or_insert_with(|| step_id.to_owned());
+        }
+        Err(InvokeRefusal::Refused("the Run was cancelled: nothing more is invoked".into()))
+    }
 }
 
 impl Effects for RunEffects {
@@ -240,6 +277,7 @@ impl Effects for RunEffects {
     }
 
     fn invoke(&mut self, step_id: &str, entry_id: &str, input: &str) -> Result<String, InvokeRefusal> {
+        self.stop_if_cancelled(step_id)?;
         if !self.allowed.contains(entry_id) {
             return self.refuse(
                 Violation::OutsidePlan(entry_id.to_owned()),
@@ -322,6 +360,7 @@ impl Effects for RunEffects {
     }
 
     fn sql_query(&mut self, step_id: &str, statement: &str, params: &str) -> Result<SqlResult, InvokeRefusal> {
+        self.stop_if_cancelled(step_id)?;
         if !self.statements.iter().any(|validated| validated == statement) {
             let shown: String = statement.chars().take(80).collect();
             return self.refuse(

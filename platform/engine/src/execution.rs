@@ -17,14 +17,16 @@ use crate::host::{CallContext, CommitError, outcome_from_wit};
 use crate::runtime::{CallKind, Component};
 use pilotage_protocol::correspondence;
 use pilotage_protocol::diagnostic::{CONSTRAINT, Diagnostic, is_valid};
-use pilotage_protocol::outcome::{ENGINE_FAULT, ERROR, Outcome, RESOURCE_EXHAUSTED, TIMEOUT, VALIDATION_ERROR};
+use pilotage_protocol::outcome::{
+    ENGINE_FAULT, ERROR, Outcome, PARTIAL, RESOURCE_EXHAUSTED, TIMEOUT, VALIDATION_ERROR,
+};
 use pilotage_protocol::plan::Plan;
 use pilotage_protocol::trace::{Decision, Trace, TraceLevel, TraceStep};
 
 use super::validation::Program;
 use pilotage_telemetry::metrics::{BoundKind, CallLabel, GuaranteeKind};
 
-use crate::effects::{DataSource, Invocation, Invoker, RunEffects, RunRecord, Violation};
+use crate::effects::{Cancellation, DataSource, Invocation, Invoker, RunEffects, RunRecord, Violation};
 use crate::host_trace::{calls_mismatch, host_trace};
 
 /// What an execution needs.
@@ -85,11 +87,34 @@ pub struct Execution {
     pub refusal: Option<Vec<Diagnostic>>,
 }
 
+/// How a Run may be steered from outside while it runs: a longer wall
+/// time than the engine's execution bound (a task Run, set per tenant)
+/// and a [`Cancellation`]. The default is an ordinary Run.
+#[derive(Clone, Debug, Default)]
+pub struct RunControl {
+    /// The Run's wall-time bound in milliseconds, instead of the engine's
+    /// `bounds.execution.wall_time_ms`. Still enforced the same way
+    /// (statement timeouts, the host's clock check, epoch interruption).
+    pub wall_time_ms: Option<u64>,
+    /// Stops the Run at its next invocation boundary when cancelled.
+    pub cancellation: Option<Cancellation>,
+}
+
 /// Executes a validated program. Never fails: every failure of a started
 /// Run is an outcome with `ok: false` and the trace the host can stand
 /// behind (Part II §6.5.6, Part IV §10).
 pub fn execute(component: &Component, request: ExecutionRequest<'_>) -> Execution {
-    let bounds = component.engine().bounds();
+    execute_controlled(component, request, &RunControl::default())
+}
+
+/// [`execute`] under `control`: its wall time, and its cancellation
+/// (a cancelled Run ends `partial`, its trace holding what ran).
+pub fn execute_controlled(component: &Component, request: ExecutionRequest<'_>, control: &RunControl) -> Execution {
+    let mut bounds = component.engine().bounds().clone();
+    if let Some(wall_time_ms) = control.wall_time_ms {
+        bounds.execution.wall_time_ms = wall_time_ms;
+    }
+    let bounds = &bounds;
     let mut allowed: BTreeSet<String> = request.references.iter().cloned().collect();
     if let Some(plan) = request.plan {
         allowed.extend(plan.calls().into_iter().map(str::to_owned));
@@ -114,6 +139,7 @@ pub fn execute(component: &Component, request: ExecutionRequest<'_>) -> Executio
         metrics: component.engine().metrics().clone(),
         test_run: request.test_run,
         clock_ms: request.clock_ms,
+        cancellation: control.cancellation.clone(),
     };
     let run_request = crate::wit::RunRequest {
         program: request.program.text().to_owned(),
@@ -123,8 +149,9 @@ pub fn execute(component: &Component, request: ExecutionRequest<'_>) -> Executio
         deploy: request.deploy,
     };
     let mut installation = None;
-    let (result, mut context, cost) = component.call_with_state(
+    let (result, mut context, cost) = component.call_under(
         CallKind::Execution,
+        &bounds.execution,
         CallContext::execution(request.catalog.clone(), Box::new(effects)),
         |language, store| {
             if request.deploy {
@@ -143,7 +170,7 @@ pub fn execute(component: &Component, request: ExecutionRequest<'_>) -> Executio
         .filter(|invocation| invocation.simulated)
         .map(|invocation| (invocation.step_id.clone(), invocation.entry_id.clone()))
         .collect();
-    let mut execution = assess(component, &request, result, record, cost.fuel);
+    let mut execution = assess(component, &request, bounds, result, record, cost.fuel);
     for step in &mut execution.trace.steps {
         if let Some(calls) = &step.calls
             && simulated.iter().any(|(id, entry)| *id == step.id && entry == calls)
@@ -186,6 +213,15 @@ pub fn execute(component: &Component, request: ExecutionRequest<'_>) -> Executio
 /// false`, no side effects).
 pub const ROLLED_BACK: &str = "rolled_back";
 
+/// The `error` of a Run cancelled before step `step` (`tasks/cancel`),
+/// after `invoked` invocations.
+fn cancelled_message(step: &str, invoked: usize) -> String {
+    format!(
+        "cancelled: the Run was asked to stop and stopped before step {step}, after {invoked} invocation(s); \
+         those are in the trace, and any data-source transaction was rolled back"
+    )
+}
+
 /// The status of a Run whose commit the database refused: the Language's
 /// [`ROLLED_BACK`] when it declares it as a failure without side effects
 /// (Part II §5.7: a more specific engine-defined status), else the
@@ -201,12 +237,12 @@ fn rolled_back_status(component: &Component) -> &'static str {
 fn assess(
     component: &Component,
     request: &ExecutionRequest<'_>,
+    bounds: &crate::Bounds,
     result: Result<crate::wit::RunResult, CallError>,
     record: RunRecord,
     fuel: u64,
 ) -> Execution {
     let description = component.description();
-    let bounds = component.engine().bounds();
     let host_trace = |_: &Outcome| host_trace(request.run_id, &record.invocations, &record.statements);
 
     let result = match result {
@@ -402,6 +438,14 @@ fn assess(
                 bounds.execution.wall_time_ms
             ),
         );
+    }
+    // A cancelled Run started and did not complete: the reserved
+    // `partial` (effects possible: what ran before the boundary ran),
+    // unless a bound or a contract breach says more.
+    if let Some(step) = &record.cancelled_at
+        && ![TIMEOUT, ENGINE_FAULT, RESOURCE_EXHAUSTED].contains(&outcome.status.as_str())
+    {
+        outcome = Outcome::failure(PARTIAL, cancelled_message(step, record.invocations.len()));
     }
     let output = if outcome.ok { output } else { None };
     Execution {

@@ -431,9 +431,23 @@ impl Component {
     ) -> (Result<R, CallError>, crate::host::CallContext, CallCost) {
         let bounds = &self.engine.inner.bounds;
         let call_bounds = match kind {
-            CallKind::Validation => &bounds.validation,
-            CallKind::Execution => &bounds.execution,
+            CallKind::Validation => bounds.validation.clone(),
+            CallKind::Execution => bounds.execution.clone(),
         };
+        self.call_under(kind, &call_bounds, context, f)
+    }
+
+    /// Like [`Component::call_with_state`], under `call_bounds` instead of
+    /// the engine's bounds for `kind` (a task Run's longer wall time, Part
+    /// II §10.1: still a bound, set per tenant).
+    pub(crate) fn call_under<R>(
+        &self,
+        kind: CallKind,
+        call_bounds: &CallBounds,
+        context: crate::host::CallContext,
+        f: impl FnOnce(&Exports, &mut Store<HostState>) -> wasmtime::Result<R>,
+    ) -> (Result<R, CallError>, crate::host::CallContext, CallCost) {
+        let bounds = &self.engine.inner.bounds;
         let started = std::time::Instant::now();
         let (mut store, fueled) = self.engine.store(call_bounds, context);
         if let Err(e) = fueled {

@@ -9,7 +9,8 @@
 //! each component's bytes stored once), [`catalog`], [`secrets`] (sealed
 //! by [`sealing`]), [`data_sources`] (URLs sealed), [`audit`],
 //! [`deployments`] (deployments, firing claims, webhook deliveries) and
-//! [`fleet`] (the change log and MCP sessions replicas share). Reads that
+//! [`fleet`] (the change log and MCP sessions replicas share), [`tasks`]
+//! (MCP tasks: an execute answered with a handle, its Run's end recorded). Reads that
 //! start-up makes for every tenant and a replica makes for one take a
 //! [`Scope`]. [`migrations`] lists the schema's migrations once for both
 //! backends (`migrations/sqlite`, `migrations/postgres`).
@@ -44,6 +45,7 @@ pub mod runs;
 pub mod sealing;
 pub mod secrets;
 mod store;
+pub mod tasks;
 pub mod tenants;
 
 pub use audit::AuditRow;
@@ -56,4 +58,5 @@ pub use languages::LanguageRow;
 pub use promoted::PromotedRow;
 pub use runs::RunRow;
 pub use store::{Scope, Store, StoreError};
+pub use tasks::TaskRow;
 pub use tenants::TenantRow;

@@ -43,6 +43,7 @@ migrations![
     (8, "deployments", "0008_deployments"),
     (9, "firings by deployment", "0009_firings_by_deployment"),
     (10, "tenant egress", "0010_tenant_egress"),
+    (11, "tasks", "0011_tasks"),
 ];
 
 fn migration(version: i64, description: &'static str, sql: &'static str) -> Migration {

@@ -120,7 +120,7 @@ impl Store {
         Ok(sqlx::query("DELETE FROM runs WHERE session_id IS NOT NULL").execute(&self.pool).await?.rows_affected())
     }
 
-    /// Deletes expired records and idempotency keys.
+    /// Deletes expired records, idempotency keys and tasks.
     ///
     /// # Errors
     /// [`StoreError`] when the write fails.
@@ -136,7 +136,8 @@ impl Store {
             .execute(&self.pool)
             .await?
             .rows_affected();
-        Ok(runs + keys)
+        let tasks = self.tasks_sweep(now_ms).await?;
+        Ok(runs + keys + tasks)
     }
 
     /// How many run records exist (tests and metrics).

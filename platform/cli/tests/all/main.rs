@@ -28,6 +28,7 @@ mod sql_endpoint;
 mod sql_language;
 mod sql_reach;
 mod stdio;
+mod tasks;
 mod telemetry;
 mod tenancy;
 mod tenant_memory;

@@ -63,7 +63,8 @@ pub(crate) fn document() -> Value {
                     "requests_per_second": {"type": "integer", "minimum": 0},
                     "max_stored_run_bytes": {"type": "integer", "minimum": 0},
                     "max_deployments": {"type": "integer", "minimum": 0},
-                    "max_firings_per_minute": {"type": "integer", "minimum": 0}}},
+                    "max_firings_per_minute": {"type": "integer", "minimum": 0},
+                    "task_wall_time_ms": {"type": "integer", "minimum": 1}}},
                 "Entry": {"type": "object", "required": ["id", "kind", "name", "risk", "risk_hints"], "properties": {
                     "id": {"type": "string"}, "kind": {"type": "string"}, "name": {"type": "string"}, "description": {"type": "string"},
                     "input_schema": {"type": "object"}, "output_schema": {"type": ["object", "null"]}, "risk": {"type": "string"},

@@ -10,7 +10,11 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use rmcp::ErrorData as McpError;
+use rmcp::model::{CallToolResponse, CallToolResult};
 use serde_json::Value;
+
+use crate::operations::OpError;
 
 /// Above this many bytes of JSON, the text block is a summary.
 pub(crate) const CONTENT_JSON_MAX_BYTES: usize = 24 * 1024;
@@ -119,6 +123,44 @@ fn clipped(text: &str, chars: usize) -> String {
         cut.push('…');
     }
     cut
+}
+
+/// The result envelope of Part III §6: `structuredContent`, one text block
+/// with the same JSON, and `isError` per §7.
+pub fn envelope(result: Result<Value, OpError>) -> Result<CallToolResult, McpError> {
+    match result {
+        Ok(value) => Ok(CallToolResult::structured(value)),
+        Err(OpError::Request(error)) => {
+            Ok(CallToolResult::structured_error(serde_json::to_value(error).unwrap_or(Value::Null)))
+        }
+        Err(OpError::Structural(message)) => Err(McpError::invalid_params(message, None)),
+    }
+}
+
+/// [`envelope`] for an execute or trace-fetch result, whose text block is
+/// [`content::run_text`]: the JSON while it is small, else a summary that
+/// names `trace_tool` for the rest.
+pub(super) fn run_envelope(
+    result: Result<Value, OpError>,
+    trace_tool: Option<&str>,
+) -> Result<CallToolResponse, McpError> {
+    match result {
+        Ok(value) => {
+            let text = run_text(&value, value.to_string(), trace_tool);
+            Ok(structured_with_text(value, text).into())
+        }
+        Err(error) => envelope(Err(error)).map(Into::into),
+    }
+}
+
+/// A successful tool result whose text block is `text`, the JSON text of
+/// `value` already serialized (as [`CallToolResult::structured`] would
+/// make it).
+pub(super) fn structured_with_text(value: Value, text: String) -> CallToolResult {
+    let mut result = CallToolResult::structured(Value::Null);
+    result.content = vec![rmcp::model::ContentBlock::text(text)];
+    result.structured_content = Some(value);
+    result
 }
 
 #[cfg(test)]

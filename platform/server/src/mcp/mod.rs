@@ -6,7 +6,9 @@
 //! JSON-RPC errors only for structural faults.
 //!
 //! - `tools`: the tool surface and dispatch roles;
-//! - `content`: the text block of execute and trace-fetch results;
+//! - `content`: the result envelope, and the text block of execute and
+//!   trace-fetch results;
+//! - `tasks`: execute as an MCP task (the Tasks extension);
 //! - `arguments`: the structural check of tool arguments against the
 //!   advertised input schemas (carrier errors, Part III §7.1);
 //! - `schemas`: input and output schemas;
@@ -23,8 +25,10 @@ mod resolution;
 mod resources;
 pub(crate) mod schemas;
 mod server;
+mod tasks;
 pub(crate) mod session_binding;
 pub(crate) mod sessions;
 pub(crate) mod tools;
 
-pub use server::{INSTRUCTIONS, PilotageServer, envelope};
+pub use content::envelope;
+pub use server::{INSTRUCTIONS, PilotageServer};

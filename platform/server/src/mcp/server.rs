@@ -6,9 +6,9 @@
 //! registered for `list_changed` and resource updates.
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CustomRequest, CustomResult, DiscoverResult, ErrorCode,
-    ExtensionCapabilities, Implementation, InitializeRequestParams, InitializeResult, JsonObject,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, MetaObject, PaginatedRequestParams,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, CustomRequest, CustomResult, DiscoverResult, ErrorCode,
+    ExtensionCapabilities, GetTaskParams, GetTaskResult, Implementation, InitializeRequestParams, InitializeResult,
+    JsonObject, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, MetaObject, PaginatedRequestParams,
     ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig, SubscribeRequestParams,
     SubscriptionFilter, UnsubscribeRequestParams,
 };
@@ -16,11 +16,12 @@ use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
+use super::content::{envelope, run_envelope, structured_with_text};
 use super::listeners::Listeners;
 use super::resolution::ToolResolution;
 use super::tools::{self, ToolRole};
-use super::{arguments, content, resources};
-use crate::operations::{self, Caller, Context, OpError};
+use super::{arguments, resources, tasks};
+use crate::operations::{self, Caller, Context};
 use crate::tenancy::{Platform, Principal};
 use pilotage_protocol::{EXTENSION_ID, META_KEY, PILOTAGE_VERSION};
 use std::sync::Arc;
@@ -97,41 +98,6 @@ impl PilotageServer {
     }
 }
 
-/// The result envelope of Part III §6: `structuredContent`, one text block
-/// with the same JSON, and `isError` per §7.
-pub fn envelope(result: Result<Value, OpError>) -> Result<CallToolResult, McpError> {
-    match result {
-        Ok(value) => Ok(CallToolResult::structured(value)),
-        Err(OpError::Request(error)) => {
-            Ok(CallToolResult::structured_error(serde_json::to_value(error).unwrap_or(Value::Null)))
-        }
-        Err(OpError::Structural(message)) => Err(McpError::invalid_params(message, None)),
-    }
-}
-
-/// [`envelope`] for an execute or trace-fetch result, whose text block is
-/// [`content::run_text`]: the JSON while it is small, else a summary that
-/// names `trace_tool` for the rest.
-fn run_envelope(result: Result<Value, OpError>, trace_tool: Option<&str>) -> Result<CallToolResponse, McpError> {
-    match result {
-        Ok(value) => {
-            let text = content::run_text(&value, value.to_string(), trace_tool);
-            Ok(structured_with_text(value, text).into())
-        }
-        Err(error) => envelope(Err(error)).map(Into::into),
-    }
-}
-
-/// A successful tool result whose text block is `text`, the JSON text of
-/// `value` already serialized (as [`CallToolResult::structured`] would
-/// make it).
-fn structured_with_text(value: Value, text: String) -> CallToolResult {
-    let mut result = CallToolResult::structured(Value::Null);
-    result.content = vec![rmcp::model::ContentBlock::text(text)];
-    result.structured_content = Some(value);
-    result
-}
-
 impl ServerHandler for PilotageServer {
     fn get_info(&self) -> ServerConfig {
         let mut extensions = ExtensionCapabilities::new();
@@ -146,6 +112,12 @@ impl ServerHandler for PilotageServer {
             .enable_resources_subscribe()
             .enable_extensions_with(extensions)
             .build();
+        // Long Runs as MCP tasks (`tasks`): declared beside Pilotage.
+        let mut capabilities = capabilities;
+        capabilities
+            .extensions
+            .get_or_insert_with(ExtensionCapabilities::new)
+            .insert(rmcp::model::TASKS_EXTENSION_ID.to_owned(), JsonObject::new());
         ServerConfig::new(capabilities)
             .with_server_info(
                 Implementation::new("pilotage-platform", env!("CARGO_PKG_VERSION")).with_title("Pilotage Platform"),
@@ -289,6 +261,10 @@ impl ServerHandler for PilotageServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let _serving = self.platform.in_flight().enter();
+        // A client that declared the Tasks extension (in this request's
+        // `_meta`, or at initialize for a session) gets an execute as a
+        // task; any other gets exactly the bounded call.
+        let as_task = context.client_capabilities().is_some_and(|capabilities| capabilities.supports_tasks());
         let extensions = context.extensions;
         let context = self.context(&extensions)?;
         let resolution = extensions.get::<ToolResolution>();
@@ -336,6 +312,9 @@ impl ServerHandler for PilotageServer {
             }
             // A Run's result may be large: its text block becomes a summary
             // above a size (`content`), structuredContent stays whole.
+            ToolRole::Execute(slot) if as_task => {
+                return tasks::start(context, slot, request.name.to_string(), args).await;
+            }
             ToolRole::Execute(slot) => {
                 let result = operations::execute::execute(&context, &slot, &args).await;
                 return run_envelope(result, slot.exposure.loop_tools.trace.as_deref());
@@ -347,6 +326,24 @@ impl ServerHandler for PilotageServer {
             ToolRole::Promote(slot) => operations::promote::promote(&context, &slot, &args).await,
         };
         envelope(result).map(Into::into)
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        let context = self.context(&context.extensions)?;
+        tasks::get(&context, &request.task_id).await.map(GetTaskResult::new)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let context = self.context(&context.extensions)?;
+        tasks::cancel(&context, &request.task_id).await
     }
 
     async fn on_custom_request(

@@ -33,7 +33,7 @@ use crate::invocation::promotion::{PromotedProgram, drifted};
 use crate::invocation::tenant_invoker::TenantInvoker;
 use crate::tenancy::LanguageSlot;
 use pilotage_engine::catalog::version::canonical_json;
-use pilotage_engine::execution::{self, ExecutionRequest};
+use pilotage_engine::execution::{self, ExecutionRequest, RunControl};
 use pilotage_engine::validation::{self, Program, Validated};
 use pilotage_protocol::capabilities::{Capability, SubFeature};
 use pilotage_protocol::diagnostic::{Diagnostic, INPUT_BINDING};
@@ -129,6 +129,20 @@ fn refused(
 /// `bounds_exceeded`/`internal` when revalidation cannot complete. A
 /// refused or failed Run is a result, never an error.
 pub(crate) async fn execute(context: &Context, slot: &Arc<LanguageSlot>, raw: &Value) -> Result<Value, OpError> {
+    execute_with(context, slot, raw, &RunControl::default()).await
+}
+
+/// [`execute`] with the Run under `control` (an MCP task's longer wall
+/// time and its cancellation); the same checks, refusals and record.
+///
+/// # Errors
+/// As [`execute`].
+pub(crate) async fn execute_with(
+    context: &Context,
+    slot: &Arc<LanguageSlot>,
+    raw: &Value,
+    control: &RunControl,
+) -> Result<Value, OpError> {
     let description = slot.description();
     let language = slot.entry.name.clone();
     let args: ExecuteArguments = super::arguments(raw)?;
@@ -490,6 +504,7 @@ pub(crate) async fn execute(context: &Context, slot: &Arc<LanguageSlot>, raw: &V
         requested_level,
         args.store,
         idempotency.as_ref().map(|(key, _, _)| key.as_str()),
+        control,
     )
     .await;
     let response = match response {
@@ -641,6 +656,7 @@ pub(super) async fn run(
     requested_level: Option<TraceLevel>,
     store: Option<bool>,
     key: Option<&str>,
+    control: &RunControl,
 ) -> Result<ExecuteResponse, OpError> {
     let description = slot.description();
     let install_snapshot = mode.deploy.then(|| snapshot.clone());
@@ -655,11 +671,12 @@ pub(super) async fn run(
     let component = slot.component.clone();
     let data_source = context.tenant.data_source_for(&slot.entry.name);
     let task_run_id = run_id.to_owned();
+    let control = control.clone();
     let span = spans::run_span(&slot.entry.name, run_id);
     let run_span = span.clone();
     let execution = tokio::task::spawn_blocking(move || {
         let _entered = span.enter();
-        execution::execute(
+        execution::execute_controlled(
             &component,
             ExecutionRequest {
                 program: &program,
@@ -676,6 +693,7 @@ pub(super) async fn run(
                 clock_ms: mode.clock_ms,
                 run_id: &task_run_id,
             },
+            &control,
         )
     })
     .await

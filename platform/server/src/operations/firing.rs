@@ -71,6 +71,7 @@ pub(crate) async fn fire(
                 Some(TraceLevel::Full),
                 Some(true),
                 None,
+                &Default::default(),
             )
             .await?;
             observe_outcome(context, &language, run_id, &response.outcome.status);

@@ -10,6 +10,7 @@ use crate::egress::{Confinement, EgressSettings};
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
+use pilotage_engine::effects::Cancellation;
 use pilotage_engine::{Clock, Component, Engine};
 use pilotage_protocol::retention::Retention;
 use pilotage_store::Store;
@@ -99,6 +100,8 @@ struct PlatformInner {
     leases: Arc<Leases>,
     deployments: Deployments,
     egress: EgressSettings,
+    /// The MCP tasks whose Runs this replica runs, by task id.
+    running_tasks: std::sync::Mutex<std::collections::HashMap<String, Cancellation>>,
 }
 
 impl std::fmt::Debug for Platform {
@@ -132,6 +135,7 @@ impl Platform {
                 leases: Leases::new(idempotency),
                 deployments: Deployments::default(),
                 egress,
+                running_tasks: Default::default(),
             }),
         }
     }
@@ -147,6 +151,27 @@ impl Platform {
     /// (Part II §6.5.6).
     pub fn leases(&self) -> &Arc<Leases> {
         &self.inner.leases
+    }
+
+    /// Records that this replica runs task `task_id`'s Run, stopped by
+    /// `cancellation`.
+    pub(crate) fn task_started(&self, task_id: &str, cancellation: Cancellation) {
+        self.running_tasks().insert(task_id.to_owned(), cancellation);
+    }
+
+    /// Forgets task `task_id`'s Run (it ended).
+    pub(crate) fn task_ended(&self, task_id: &str) {
+        self.running_tasks().remove(task_id);
+    }
+
+    /// Stops task `task_id`'s Run at its next invocation boundary, when
+    /// this replica runs it; `false` otherwise.
+    pub(crate) fn task_cancel_here(&self, task_id: &str) -> bool {
+        self.running_tasks().get(task_id).map(Cancellation::cancel).is_some()
+    }
+
+    fn running_tasks(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Cancellation>> {
+        self.inner.running_tasks.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Tool calls being served, for a graceful shutdown.

@@ -78,6 +78,10 @@ pub struct Quotas {
     /// Firings of one deployment per minute (counted in the store:
     /// fleet-wide); a trigger beyond it is dropped and logged.
     pub max_firings_per_minute: u32,
+    /// Wall-time bound of a Run started as an MCP task, in milliseconds
+    /// (instead of the engine's `bounds.execution.wall_time_ms`, which
+    /// bounds a Run answered within its request). Overrun: `timeout`.
+    pub task_wall_time_ms: u64,
 }
 
 impl Default for Quotas {
@@ -88,6 +92,7 @@ impl Default for Quotas {
             max_stored_run_bytes: 1 << 30,
             max_deployments: 100,
             max_firings_per_minute: 60,
+            task_wall_time_ms: 600_000,
         }
     }
 }

@@ -108,8 +108,14 @@ fn run_script(program: &str, script: &Path, url: &str) -> Report {
 }
 
 /// Runs `script` with `program` against the MCP endpoint `url` and asserts
-/// that every check of the SDK client passed.
+/// that every check of the SDK client passed (at least 30 of them: the
+/// main scenario).
 pub async fn sdk_passes(program: String, script: &'static str, url: String) {
+    sdk_passes_checks(program, script, url, 30).await;
+}
+
+/// [`sdk_passes`] for a script of at least `at_least` checks.
+pub async fn sdk_passes_checks(program: String, script: &'static str, url: String, at_least: u64) {
     let script = repository().join(script);
     let report = {
         let program = program.clone();
@@ -126,13 +132,14 @@ pub async fn sdk_passes(program: String, script: &'static str, url: String) {
     });
     assert!(
         report.status.success() && parsed["ok"] == true,
-        "{} failed (exit {}): {}\nstderr: {}",
+        "{} failed (exit {}): {}\nstdout: {}\nstderr: {}",
         parsed["sdk"],
         report.status,
         serde_json::to_string_pretty(&parsed["failed"]).unwrap_or_default(),
+        report.stdout,
         report.stderr
     );
-    assert!(parsed["passed"].as_u64().unwrap_or(0) >= 30, "too few checks ran: {parsed}");
+    assert!(parsed["passed"].as_u64().unwrap_or(0) >= at_least, "too few checks ran: {parsed}");
 }
 
 /// Starts a server, runs the client script against it, and asserts that

@@ -28,7 +28,7 @@ use crate::endpoint::{Backend, server, settings};
 use crate::support::assert_schema;
 use crate::tenancy::{ADMIN_TOKEN, admin};
 
-type Client = RunningService<RoleClient, ClientConfig>;
+pub(crate) type Client = RunningService<RoleClient, ClientConfig>;
 
 /// Client capabilities: Pilotage, and the Tasks extension when `tasks`.
 fn capabilities(tasks: bool) -> ClientCapabilities {
@@ -44,7 +44,7 @@ fn capabilities(tasks: bool) -> ClientCapabilities {
 
 /// An rmcp client of `url`: a 2025-11-25 session, or stateless
 /// (2026-07-28, capabilities in every request's `_meta`).
-async fn connect(url: &str, token: Option<&str>, tasks: bool, stateless: bool) -> Client {
+pub(crate) async fn connect(url: &str, token: Option<&str>, tasks: bool, stateless: bool) -> Client {
     pilotage_client::install_crypto_provider();
     let mut config =
         rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url.to_owned());
@@ -72,7 +72,7 @@ fn params(tool: &str, args: Value) -> CallToolRequestParams {
 }
 
 /// Starts `tool` as a task; its id.
-async fn start_task(client: &Client, tool: &str, args: Value) -> String {
+pub(crate) async fn start_task(client: &Client, tool: &str, args: Value) -> String {
     match client.call_tool_once(params(tool, args)).await.expect("tools/call answers") {
         CallToolResponse::Task(created) => {
             assert_eq!(created.task.status, TaskStatus::Working);
@@ -84,12 +84,12 @@ async fn start_task(client: &Client, tool: &str, args: Value) -> String {
     }
 }
 
-async fn get(client: &Client, task_id: &str) -> Result<GetTaskResult, rmcp::ServiceError> {
+pub(crate) async fn get(client: &Client, task_id: &str) -> Result<GetTaskResult, rmcp::ServiceError> {
     client.get_task(GetTaskParams::new(task_id)).await
 }
 
 /// Polls until the task ends (within `bound`); every state seen.
-async fn until_terminal(client: &Client, task_id: &str, bound: Duration) -> (GetTaskResult, Vec<TaskStatus>) {
+pub(crate) async fn until_terminal(client: &Client, task_id: &str, bound: Duration) -> (GetTaskResult, Vec<TaskStatus>) {
     let deadline = Instant::now() + bound;
     let mut seen = Vec::new();
     loop {
@@ -104,7 +104,7 @@ async fn until_terminal(client: &Client, task_id: &str, bound: Duration) -> (Get
 }
 
 /// The execute result a completed task carries.
-fn completed_result(result: &GetTaskResult) -> Value {
+pub(crate) fn completed_result(result: &GetTaskResult) -> Value {
     match &result.task.payload {
         TaskPayload::Completed { result } => {
             let structured = result.get("structuredContent").cloned().expect("structuredContent");
@@ -117,7 +117,7 @@ fn completed_result(result: &GetTaskResult) -> Value {
 }
 
 /// The JSON-RPC error message of `error`.
-fn rpc_message(error: rmcp::ServiceError) -> (i32, String) {
+pub(crate) fn rpc_message(error: rmcp::ServiceError) -> (i32, String) {
     match error {
         rmcp::ServiceError::McpError(error) => (error.code.0, error.message.to_string()),
         other => panic!("a JSON-RPC error expected, got {other:?}"),
@@ -126,7 +126,7 @@ fn rpc_message(error: rmcp::ServiceError) -> (i32, String) {
 
 /// A loopback capability service holding each request for `hold`,
 /// counting the requests that reached it.
-async fn slow_service(hold: Duration) -> (String, Arc<AtomicU32>) {
+pub(crate) async fn slow_service(hold: Duration) -> (String, Arc<AtomicU32>) {
     let calls = Arc::new(AtomicU32::new(0));
     let counter = calls.clone();
     let router = axum::Router::new().route(
@@ -146,7 +146,7 @@ async fn slow_service(hold: Duration) -> (String, Arc<AtomicU32>) {
     (url, calls)
 }
 
-fn slow_entry(url: &str) -> Value {
+pub(crate) fn slow_entry(url: &str) -> Value {
     json!({"id": "cap_slow_effect", "kind": "capability", "name": "Slow effect",
            "description": "Records one effect, slowly.",
            "input_schema": {"type": "object", "properties": {"n": {"type": "integer"}}},
@@ -156,7 +156,7 @@ fn slow_entry(url: &str) -> Value {
 }
 
 /// A workflow calling the slow capability once per item of `input.items`.
-fn slow_run(items: usize) -> Value {
+pub(crate) fn slow_run(items: usize) -> Value {
     json!({"workflow": {
         "input": {"items": "array"},
         "steps": [{"id": "each", "kind": "for_each", "over": "$.input.items", "as": "item",
@@ -281,5 +281,22 @@ async fn a_cancelled_task_stops_at_the_next_invocation_boundary() {
     client.cancel_task(CancelTaskParams::new(&task_id)).await.unwrap();
     assert_eq!(get(&client, &task_id).await.unwrap().task.status(), TaskStatus::Cancelled);
     let _ = client.cancel().await;
+    server.stop().await;
+}
+
+/// The official TypeScript SDK client in the 2025-11-25 task form
+/// (`params.task`, the `tasks` capability, `execution.taskSupport`,
+/// `tasks/get`, `tasks/result`, `tasks/list`, `tasks/cancel`): one task
+/// driven to completion, one cancelled at its next invocation boundary
+/// (tests/interop/ts/tasks.mjs has the checks).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_typescript_sdk_drives_tasks_to_completion_and_to_cancellation() {
+    let node = tokio::task::spawn_blocking(crate::interop::typescript_sdk).await.expect("the install runs");
+    let (server, calls, _) = slow_server(Backend::Sqlite, Duration::from_millis(400)).await;
+    crate::interop::sdk_passes_checks(node.to_owned(), "tests/interop/ts/tasks.mjs", server.mcp_url(), 20).await;
+    // Three effects of the completed task, and of the cancelled one at
+    // least the first but never all ten.
+    let made = calls.load(Ordering::SeqCst);
+    assert!((4..13).contains(&made), "{made} effects");
     server.stop().await;
 }

@@ -14,7 +14,9 @@
 //! - each POST's body must arrive within a bound (408, then the
 //!   connection closes), and each POST is bounded in time (a JSON-RPC
 //!   error after the timeout);
-//! - a session DELETE answers 204 (not 202), which every client accepts.
+//! - a session DELETE answers 204 (not 202), which every client accepts;
+//! - requests and answers of the 2025-11-25 task form are put in shape
+//!   (`task_form`).
 
 use std::time::Duration;
 
@@ -27,6 +29,8 @@ use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::task_form::{self, Answer};
+use crate::mcp::tasks_2025::Form2025;
 use pilotage_protocol::jsonrpc;
 
 /// The layer's settings.
@@ -111,12 +115,17 @@ pub(crate) async fn compat(State(settings): State<Compat>, request: Request, nex
             return response;
         }
     };
-    let message = match classify_body(&bytes) {
+    let mut message = match classify_body(&bytes) {
         Ok(message) => message,
         Err(error) => {
             return rpc_error(StatusCode::BAD_REQUEST, error.id.clone(), error.code, &error.message);
         }
     };
+    let plan = task_form::plan(&mut message.value, parts.headers.contains_key("mcp-session-id"));
+    if plan.mark {
+        parts.extensions.insert(Form2025 { deadline: tokio::time::Instant::now() + settings.timeout });
+    }
+    let bytes = if plan.rewritten { Bytes::from(message.value.to_string()) } else { bytes };
     let id = message.id.clone();
     let id_for_errors = id.clone();
     parts.headers.insert(header::ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
@@ -139,6 +148,9 @@ pub(crate) async fn compat(State(settings): State<Compat>, request: Request, nex
     let timeout = settings.timeout;
     let work = async move {
         let response = next.run(request).await;
+        if let Some(answer) = plan.answer {
+            return in_form(response, &id, answer).await;
+        }
         if wants_stream || !is_event_stream(&response) {
             return response;
         }
@@ -154,6 +166,27 @@ pub(crate) async fn compat(State(settings): State<Compat>, request: Request, nex
             &format!("the request took longer than {} ms", timeout.as_millis()),
         ),
     }
+}
+
+/// The largest answer [`in_form`] reads, in bytes (a tool list or an
+/// initialize result is far smaller).
+const FORM_ANSWER_BYTES: usize = 16 << 20;
+
+/// The answer to a request planned `answer` (`task_form`), as
+/// `application/json` in the 2025-11-25 shape; an answer that is not one
+/// JSON-RPC response passes as it is.
+async fn in_form(response: Response, id: &Value, answer: Answer) -> Response {
+    let response = if is_event_stream(&response) { unwrap_event_stream(response, id).await } else { response };
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, FORM_ANSWER_BYTES).await else {
+        return rpc_error(StatusCode::BAD_GATEWAY, id.clone(), -32603, "the server's answer could not be read");
+    };
+    let Ok(mut message) = serde_json::from_slice::<Value>(&bytes) else {
+        return Response::from_parts(parts, Body::from(bytes));
+    };
+    task_form::finish(answer, &mut message);
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::from(message.to_string()))
 }
 
 /// The largest plain-text refusal of rmcp's that [`as_rpc_error`] reads

@@ -12,6 +12,8 @@
 //!   or on a listener of its own.
 //! - `server_card`: the MCP server card (`/mcp/server-card`) and the AI
 //!   Catalog pointing at it (`/.well-known/ai-catalog.json`).
+//! - `task_form`: the 2025-11-25 shapes of MCP tasks, put right on the
+//!   JSON that rmcp's types cannot carry them in.
 
 pub(crate) mod compat;
 pub(crate) mod connections;
@@ -19,6 +21,7 @@ pub(crate) mod metrics;
 pub(crate) mod origin;
 mod router;
 mod server_card;
+mod task_form;
 pub(crate) mod session_binding;
 
 pub(crate) use router::app;

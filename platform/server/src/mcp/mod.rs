@@ -9,6 +9,8 @@
 //! - `content`: the result envelope, and the text block of execute and
 //!   trace-fetch results;
 //! - `tasks`: execute as an MCP task (the Tasks extension);
+//! - [`tasks_2025`]: the same tasks in the 2025-11-25 form (`params.task`,
+//!   `tasks/result`, `tasks/list`), for requests the HTTP edge marked;
 //! - `arguments`: the structural check of tool arguments against the
 //!   advertised input schemas (carrier errors, Part III §7.1);
 //! - `schemas`: input and output schemas;
@@ -26,6 +28,7 @@ mod resources;
 pub(crate) mod schemas;
 mod server;
 mod tasks;
+pub(crate) mod tasks_2025;
 pub(crate) mod session_binding;
 pub(crate) mod sessions;
 pub(crate) mod tools;

@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 use super::content::{envelope, run_envelope, structured_with_text};
 use super::listeners::Listeners;
 use super::resolution::ToolResolution;
+use super::tasks_2025::{self, Form2025};
 use super::tools::{self, ToolRole};
 use super::{arguments, resources, tasks};
 use crate::operations::{self, Caller, Context};
@@ -59,6 +60,11 @@ impl PilotageServer {
 
     fn parts(extensions: &rmcp::model::Extensions) -> Option<&http::request::Parts> {
         extensions.get::<http::request::Parts>()
+    }
+
+    /// The edge's mark of a request in the 2025-11-25 task form.
+    fn form_2025(extensions: &rmcp::model::Extensions) -> Option<Form2025> {
+        Self::parts(extensions).and_then(|parts| parts.extensions.get::<Form2025>().copied())
     }
 
     pub(super) fn principal(&self, extensions: &rmcp::model::Extensions) -> Principal {
@@ -193,8 +199,21 @@ impl ServerHandler for PilotageServer {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
+        let form_2025 = Self::form_2025(&context.extensions).is_some();
         let context = self.context(&context.extensions)?;
-        Ok(ListToolsResult::with_all_items(tools::tools(&context.tenant, &context.caller.principal)))
+        let mut listed = tools::tools(&context.tenant, &context.caller.principal);
+        if form_2025 {
+            // The 2025-11-25 form declares task support per tool; the edge
+            // moves the mark to the tool's `execution`.
+            for tool in &mut listed {
+                if matches!(tools::role_of(&context.tenant, &tool.name), Some(ToolRole::Execute(_))) {
+                    tool.meta
+                        .get_or_insert_with(MetaObject::new)
+                        .insert(tasks_2025::EXECUTION_MARK.to_owned(), json!({"taskSupport": "optional"}));
+                }
+            }
+        }
+        Ok(ListToolsResult::with_all_items(listed))
     }
 
     async fn list_resources(
@@ -264,7 +283,11 @@ impl ServerHandler for PilotageServer {
         // A client that declared the Tasks extension (in this request's
         // `_meta`, or at initialize for a session) gets an execute as a
         // task; any other gets exactly the bounded call.
-        let as_task = context.client_capabilities().is_some_and(|capabilities| capabilities.supports_tasks());
+        // A 2025-11-25 client asks per call (`params.task`, marked by the
+        // edge); only an execute tool supports it.
+        let form_2025 = Self::form_2025(&context.extensions).is_some();
+        let as_task =
+            form_2025 || context.client_capabilities().is_some_and(|capabilities| capabilities.supports_tasks());
         let extensions = context.extensions;
         let context = self.context(&extensions)?;
         let resolution = extensions.get::<ToolResolution>();
@@ -290,6 +313,15 @@ impl ServerHandler for PilotageServer {
         if let Some(slot) = role.slot() {
             pilotage_telemetry::spans::record_language(&slot.entry.name);
         }
+        if form_2025 && !matches!(role, ToolRole::Execute(_)) {
+            // A 2025-11-25 task-augmented call of a tool whose taskSupport
+            // is forbidden (it declares none).
+            return Err(McpError::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                format!("the tool {} does not run as a task; call it without params.task", request.name),
+                None,
+            ));
+        }
         let args = Value::Object(request.arguments.unwrap_or_default());
         // A violation of the tool's own inputSchema is structural: a
         // carrier error before anything runs (Part III §7.1, §4.6).
@@ -313,7 +345,7 @@ impl ServerHandler for PilotageServer {
             // A Run's result may be large: its text block becomes a summary
             // above a size (`content`), structuredContent stays whole.
             ToolRole::Execute(slot) if as_task => {
-                return tasks::start(context, slot, request.name.to_string(), args).await;
+                return tasks::start(context, slot, request.name.to_string(), args, form_2025).await;
             }
             ToolRole::Execute(slot) => {
                 let result = operations::execute::execute(&context, &slot, &args).await;
@@ -349,8 +381,13 @@ impl ServerHandler for PilotageServer {
     async fn on_custom_request(
         &self,
         request: CustomRequest,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CustomResult, McpError> {
+        if let Some(form) = Self::form_2025(&context.extensions) {
+            let context = self.context(&context.extensions)?;
+            let params = request.params.clone().unwrap_or(Value::Null);
+            return tasks_2025::serve(&context, &request.method, &params, form).await.map(CustomResult);
+        }
         // A tools/call whose params do not parse never reaches call_tool:
         // an invalid CallToolRequest envelope is -32602 (Part III §7.1).
         if request.method == "tools/call" {

@@ -54,18 +54,28 @@ fn unknown() -> McpError {
     McpError::invalid_params(UNKNOWN_TASK, None)
 }
 
-fn storage(error: &StoreError) -> McpError {
+pub(super) fn storage(error: &StoreError) -> McpError {
     tracing::error!(%error, "store failure serving a task");
     McpError::internal_error("the server's storage failed; the failure was logged", None)
 }
 
-/// A new task id: `task_` and 32 random hex digits (128 bits).
-fn new_task_id() -> String {
-    format!("task_{}", hex::encode(rand::random::<[u8; 16]>()))
+/// The id prefix of a task created in the 2025-11-25 form
+/// ([`super::tasks_2025`]); the edge routes that form's `tasks/get` and
+/// `tasks/cancel` by it. Extension-form ids are `task_` and hex digits, so
+/// the two never meet.
+pub(crate) const FORM_2025_ID_PREFIX: &str = "task_2025_";
+
+/// A new task id: `task_` (or [`FORM_2025_ID_PREFIX`]) and 32 random hex
+/// digits (128 bits).
+fn new_task_id(form_2025: bool) -> String {
+    let prefix = if form_2025 { FORM_2025_ID_PREFIX } else { "task_" };
+    format!("{prefix}{}", hex::encode(rand::random::<[u8; 16]>()))
 }
 
 /// Starts `slot`'s execute with `args` as a task of the caller and
-/// answers its handle; the Run goes on in the background.
+/// answers its handle; the Run goes on in the background. `form_2025`:
+/// the call asked in the 2025-11-25 form (`params.task`), whose tasks get
+/// ids the edge routes to [`super::tasks_2025`].
 ///
 /// # Errors
 /// An internal error when the task cannot be stored.
@@ -74,12 +84,13 @@ pub(super) async fn start(
     slot: Arc<LanguageSlot>,
     tool: String,
     args: Value,
+    form_2025: bool,
 ) -> Result<CallToolResponse, McpError> {
     let platform = context.platform.clone();
     let now = platform.clock().now_ms();
     let runner = platform.leases().instance_id().to_owned();
     let row = TaskRow {
-        task_id: new_task_id(),
+        task_id: new_task_id(form_2025),
         tenant: context.caller.principal.tenant.clone(),
         subject: context.caller.principal.subject.clone(),
         tool,
@@ -175,7 +186,7 @@ fn ending(
 }
 
 /// The MCP task of `row`.
-fn task(row: &TaskRow) -> Task {
+pub(super) fn task(row: &TaskRow) -> Task {
     let status = match row.status.as_str() {
         "completed" => TaskStatus::Completed,
         "failed" => TaskStatus::Failed,
@@ -193,7 +204,7 @@ fn task(row: &TaskRow) -> Task {
 
 /// The caller's task `task_id` as it stands; a working task whose runner
 /// fell silent is recorded `failed` first.
-async fn current(context: &Context, task_id: &str) -> Result<TaskRow, McpError> {
+pub(super) async fn current(context: &Context, task_id: &str) -> Result<TaskRow, McpError> {
     let store = context.platform.store();
     let principal = &context.caller.principal;
     let now = context.platform.clock().now_ms();
@@ -260,4 +271,20 @@ pub(super) async fn cancel(context: &Context, task_id: &str) -> Result<(), McpEr
         .map_err(|error| storage(&error))?;
     context.platform.task_cancel_here(task_id);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_of_the_two_forms_are_told_apart_by_their_prefix() {
+        let ours = new_task_id(true);
+        let extension = new_task_id(false);
+        assert!(ours.starts_with(FORM_2025_ID_PREFIX), "{ours}");
+        assert!(!extension.starts_with(FORM_2025_ID_PREFIX), "{extension}");
+        assert_eq!(ours.len(), FORM_2025_ID_PREFIX.len() + 32);
+        assert_eq!(extension.len(), "task_".len() + 32);
+        assert_ne!(new_task_id(false), extension, "ids are random");
+    }
 }

@@ -184,3 +184,39 @@ async fn session_refusals_are_json_rpc_errors_too() {
     assert_eq!(answer["id"], 5, "{answer}");
     assert!(answer["result"]["tools"].is_array(), "{answer}");
 }
+
+/// On the 2026-07-28 revision (no sessions, SEP-2575), the methods it
+/// removed are 404 with -32601, whatever an older revision makes of them;
+/// `tools/list` of that revision is served, and `initialize`
+/// without the header (an older client's handshake) still opens a session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn methods_the_stateless_revision_removed_are_not_found() {
+    let server = server(settings(Backend::Sqlite).await).await;
+    let url = server.mcp_url();
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientInfo": {"name": "edge", "version": "1"},
+                      "io.modelcontextprotocol/clientCapabilities": {}});
+    let stateless = [JSON, ("accept", "application/json, text/event-stream"), ("mcp-protocol-version", "2026-07-28")];
+    for method in ["initialize", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"] {
+        let body = json!({"jsonrpc": "2.0", "id": 7, "method": method,
+                          "params": {"uri": "pilotage://manifest", "_meta": meta}});
+        let message = refused(&url, &body.to_string(), &stateless, 404, -32601, json!(7)).await;
+        assert!(message.contains(method), "{message}");
+    }
+    // rmcp answers the revision's `ping` so itself.
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "ping", "params": {"_meta": meta}});
+    let mut headers = stateless.to_vec();
+    headers.push(("mcp-method", "ping"));
+    refused(&url, &body.to_string(), &headers, 404, -32601, json!(7)).await;
+    let body = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/list", "params": {"_meta": meta}});
+    let headers =
+        [JSON, ("accept", "application/json"), ("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/list")];
+    let response = raw_post(&url, &body.to_string(), &headers).await;
+    assert_eq!(response.status(), 200);
+    let answer: Value = response.json().await.unwrap();
+    assert!(answer["result"]["tools"].as_array().is_some_and(|tools| !tools.is_empty()), "{answer}");
+    let response = raw_post(&url, &initialize(json!(9)).to_string(), &[JSON]).await;
+    assert_eq!(response.status(), 200);
+    assert!(response.headers().contains_key("mcp-session-id"));
+    server.stop().await;
+}

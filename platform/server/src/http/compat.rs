@@ -1,5 +1,7 @@
 //! A compatibility layer in front of rmcp's Streamable HTTP service:
 //!
+//! - a request of the 2026-07-28 revision naming a method that revision
+//!   removed gets 404 with -32601 (SEP-2575);
 //! - a body that is not JSON gets the JSON-RPC parse error -32700, and
 //!   JSON that is not one valid JSON-RPC message gets -32600 or -32602
 //!   (`protocol::jsonrpc` has the rules; rmcp would answer a plain-text
@@ -115,10 +117,13 @@ pub(crate) async fn compat(State(settings): State<Compat>, request: Request, nex
             return response;
         }
     };
-    let mut message = match classify_body(&bytes) {
+    let removed = removed_methods(&parts.headers);
+    let mut message = match classify_body(&bytes, removed) {
         Ok(message) => message,
         Err(error) => {
-            return rpc_error(StatusCode::BAD_REQUEST, error.id.clone(), error.code, &error.message);
+            // A method the request's revision removed is 404 on HTTP.
+            let status = if error.code == METHOD_NOT_FOUND { StatusCode::NOT_FOUND } else { StatusCode::BAD_REQUEST };
+            return rpc_error(status, error.id.clone(), error.code, &error.message);
         }
     };
     let plan = task_form::plan(&mut message.value, parts.headers.contains_key("mcp-session-id"));
@@ -275,8 +280,15 @@ const TYPED_METHODS: &[&str] = {
 /// plain-text answer reaches it (Part III §7.1): a call to an MCP method
 /// whose params do not fit the method is -32602; a response that does not
 /// fit rmcp's type is -32600.
-fn classify_body(bytes: &[u8]) -> Result<jsonrpc::Message, jsonrpc::EdgeError> {
+fn classify_body(bytes: &[u8], removed: &[&str]) -> Result<jsonrpc::Message, jsonrpc::EdgeError> {
     let mut message = jsonrpc::classify(bytes)?;
+    if let Some(method) = message.value.get("method").and_then(Value::as_str).filter(|m| removed.contains(m)) {
+        return Err(jsonrpc::EdgeError {
+            code: METHOD_NOT_FOUND,
+            message: format!("Method not found: '{method}' is not part of MCP {STATELESS_REVISION} and later"),
+            id: message.id.clone(),
+        });
+    }
     // A tool's arguments are the bulk of a tools/call (a whole program, for
     // the loop tools), and rmcp's type takes any object there: the typed
     // check sees an empty object in their place, so it does not copy the
@@ -298,6 +310,32 @@ fn classify_body(bytes: &[u8]) -> Result<jsonrpc::Message, jsonrpc::EdgeError> {
         *slot = arguments;
     }
     checked.map(|()| message)
+}
+
+/// JSON-RPC "Method not found".
+const METHOD_NOT_FOUND: i64 = -32601;
+
+/// The first MCP revision without sessions (SEP-2575).
+const STATELESS_REVISION: &str = "2026-07-28";
+
+/// Methods that revision removed: a request of it naming one is answered
+/// 404 with -32601, as SEP-2575 asks, whatever an older revision makes of
+/// the method (`resources/subscribe` lives on as the listen filter).
+const REMOVED_IN_STATELESS: [&str; 4] =
+    ["initialize", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"];
+
+/// The methods removed in the revision a request's `MCP-Protocol-Version`
+/// header names (none without the header, or inside a session: a
+/// session's requests are of the revision it negotiated, before 2026-07-28).
+fn removed_methods(headers: &axum::http::HeaderMap) -> &'static [&'static str] {
+    let revision = headers.get("mcp-protocol-version").and_then(|value| value.to_str().ok());
+    // Revisions are dates, so their order is the strings'.
+    match revision {
+        Some(revision) if revision >= STATELESS_REVISION && !headers.contains_key("mcp-session-id") => {
+            &REMOVED_IN_STATELESS
+        }
+        _ => &[],
+    }
 }
 
 /// rmcp's own message type over an accepted JSON-RPC message (see
@@ -409,7 +447,7 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1,"result":{}}"#,
             r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"no"}}"#,
         ] {
-            assert!(classify_body(body.as_bytes()).is_ok(), "{body}: {:?}", classify_body(body.as_bytes()));
+            assert!(classify_body(body.as_bytes(), &[]).is_ok(), "{body}: {:?}", classify_body(body.as_bytes(), &[]));
         }
         for body in [
             r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#,
@@ -422,7 +460,7 @@ mod tests {
             // An object of arguments does not hide the rest of the params.
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":5,"arguments":{"a":1}}}"#,
         ] {
-            let error = classify_body(body.as_bytes()).unwrap_err();
+            let error = classify_body(body.as_bytes(), &[]).unwrap_err();
             assert_eq!(error.code, jsonrpc::INVALID_PARAMS, "{body}");
         }
     }
@@ -436,7 +474,7 @@ mod tests {
             json!({"workflow": {"steps": [{"id": "a", "kind": "set", "value": [1, {"b": null}]}]}, "n": 1.5});
         let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
                           "params": {"name": "validate_workflow", "arguments": arguments}});
-        let message = classify_body(body.to_string().as_bytes()).unwrap();
+        let message = classify_body(body.to_string().as_bytes(), &[]).unwrap();
         assert_eq!(message.value, body);
         assert_eq!(message.id, json!(9));
     }

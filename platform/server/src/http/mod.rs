@@ -21,7 +21,7 @@ pub(crate) mod metrics;
 pub(crate) mod origin;
 mod router;
 mod server_card;
-mod task_form;
 pub(crate) mod session_binding;
+mod task_form;
 
 pub(crate) use router::app;

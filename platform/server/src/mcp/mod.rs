@@ -27,10 +27,10 @@ mod resolution;
 mod resources;
 pub(crate) mod schemas;
 mod server;
-mod tasks;
-pub(crate) mod tasks_2025;
 pub(crate) mod session_binding;
 pub(crate) mod sessions;
+mod tasks;
+pub(crate) mod tasks_2025;
 pub(crate) mod tools;
 
 pub use content::envelope;

@@ -15,7 +15,8 @@
 //! automation story of issue 14 on `automation/1` and the demo home (a
 //! draft rule that also unlocks the door stopped at the Host gate, test
 //! runs at 14:03 and 22:30 whose decisions name the clock and whose light
-//! step is simulated, the deploy, the door opening at night as a signed
+//! step is simulated, the question "why did nothing turn on?" answered by
+//! the narration of the 14:03 Run's stored record, the deploy, the door opening at night as a signed
 //! webhook delivery, the firing that really lights the porch, and its Run
 //! fetched by `run_id`).
 
@@ -567,6 +568,24 @@ async fn automation_story(server: &Server, client: &mut PilotageClient, n: &mut 
                 at == "when" && took == "else" && because.contains("it is 14:03 in Europe/Paris")
             }),
         format!("{day_decisions:?}"),
+    )?;
+    // Narration (Part II §6.6): a person's question about that Run,
+    // answered from its recorded facts only, labelled as interpretation.
+    let day_run = day.execution.as_ref().map(|e| e.run_id.clone()).unwrap_or_default();
+    let question = "Why did nothing turn on?";
+    let asked = client.ask(AUTOMATION, &day_run, None, question).await;
+    let narration = asked.as_ref().ok().and_then(|fetched| fetched.narration.clone()).unwrap_or_default();
+    n.say(&format!("   Asked of that Run's stored record: \"{question}\" The platform's narration:"))?;
+    n.say(&format!("     {narration}"))?;
+    n.check(
+        "the narration answers from the recorded decision, labelled as interpretation, and the facts are unchanged",
+        narration.starts_with("Interpretation of the recorded trace")
+            && narration.contains("Nothing ran after the decision at 'when'")
+            && narration.contains("it is 14:03 in Europe/Paris")
+            && asked
+                .as_ref()
+                .is_ok_and(|fetched| Some(&fetched.trace) == day.execution.as_ref().and_then(|e| e.trace.as_ref())),
+        asked.as_ref().err().map(ToString::to_string).unwrap_or(narration.clone()),
     )?;
     n.say("   A test run at a simulated 22:30:")?;
     let night =

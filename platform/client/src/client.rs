@@ -315,7 +315,8 @@ impl PilotageClient {
         result("execute", self.connection.call(&tool, args).await?)
     }
 
-    /// Fetches a stored trace.
+    /// Fetches a stored trace (Part II §6.6) at the lower of `level` and
+    /// the recorded level.
     ///
     /// # Errors
     /// [`ClientError::Request`] (`not_found`) and transport failures.
@@ -325,15 +326,37 @@ impl PilotageClient {
         run_id: &str,
         level: Option<&str>,
     ) -> Result<TraceFetchResponse, ClientError> {
+        self.fetch_trace(language, json!({"run_id": run_id, "trace_level": level})).await
+    }
+
+    /// Fetches a stored trace with a `question` (Part II §6.6
+    /// "Narration"): the answer is in the response's `narration`, which is
+    /// interpretation; the facts beside it are the same as [`Self::trace`]'s.
+    ///
+    /// # Errors
+    /// [`ClientError::Request`]: `invalid_request` where the Language does
+    /// not declare `trace_fetch.narrate` or the question is too long,
+    /// `not_found`; transport failures.
+    pub async fn ask(
+        &self,
+        language: &str,
+        run_id: &str,
+        level: Option<&str>,
+        question: &str,
+    ) -> Result<TraceFetchResponse, ClientError> {
+        self.fetch_trace(language, json!({"run_id": run_id, "trace_level": level, "question": question})).await
+    }
+
+    async fn fetch_trace(&self, language: &str, mut args: Value) -> Result<TraceFetchResponse, ClientError> {
         let tool = self
             .language(language)?
             .loop_tools
             .trace
             .clone()
             .ok_or_else(|| ClientError::Usage(format!("{language} does not declare trace_fetch")))?;
-        let mut args = json!({"run_id": run_id});
-        if let Some(level) = level {
-            args["trace_level"] = json!(level);
+        // An absent level is omitted, not sent as null.
+        if let Some(object) = args.as_object_mut() {
+            object.retain(|_, value| !value.is_null());
         }
         result("trace", self.connection.call(&tool, args).await?)
     }

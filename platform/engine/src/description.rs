@@ -202,7 +202,8 @@ impl LanguageDescription {
     }
 
     /// The Language-level capability declaration the platform publishes
-    /// for this Language.
+    /// for this Language (Part II §4.1, §4.2): `trace_fetch` (with
+    /// `narrate`, Part II §6.6) whenever runs execute and are retained.
     pub fn capabilities(&self, exposure: &Exposure) -> CapabilityDeclaration {
         let mut declaration = CapabilityDeclaration::default();
         let topic_fetch = self.guides.iter().any(|g| !g.topic_bodies.is_empty());
@@ -237,8 +238,14 @@ impl LanguageDescription {
                     ..Default::default()
                 }),
             );
+            // Narration is the platform's, made from the Language-neutral
+            // trace envelope alone (the server's `operations/narration.rs`),
+            // so every Language with a fetch door declares it.
             if exposure.retention.retains() {
-                declaration.set(Capability::TraceFetch, CapabilityValue::Flag(true));
+                declaration.set(
+                    Capability::TraceFetch,
+                    CapabilityValue::Settings(CapabilitySettings { narrate: Some(true), ..Default::default() }),
+                );
             }
         }
         declaration

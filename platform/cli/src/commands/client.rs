@@ -64,6 +64,11 @@ pub(crate) enum ClientCommand {
         /// summary or full.
         #[arg(long)]
         trace_level: Option<String>,
+        /// A question about the Run, answered in `narration` from the
+        /// recorded facts (where the Language declares
+        /// trace_fetch.narrate; at most 2000 characters).
+        #[arg(long)]
+        question: Option<String>,
     },
 }
 
@@ -193,7 +198,7 @@ pub(crate) async fn client(args: ClientArgs) -> Result<ExitCode> {
             }
             client.close().await;
         }
-        ClientCommand::Trace { url, run_id, language, trace_level } => {
+        ClientCommand::Trace { url, run_id, language, trace_level, question } => {
             let client = connect(&url, token).await?;
             // A Run belongs to one Language's trace door; without --language,
             // each door is asked in turn until one holds the run.
@@ -209,7 +214,11 @@ pub(crate) async fn client(args: ClientArgs) -> Result<ExitCode> {
             };
             let mut fetched = None;
             for language in &languages {
-                match client.trace(language, &run_id, trace_level.as_deref()).await {
+                let answer = match &question {
+                    Some(question) => client.ask(language, &run_id, trace_level.as_deref(), question).await,
+                    None => client.trace(language, &run_id, trace_level.as_deref()).await,
+                };
+                match answer {
                     Ok(trace) => {
                         fetched = Some(Ok(trace));
                         break;

@@ -70,6 +70,7 @@ fn automation_story_happened(report: &DemoRun, text: &str) {
         "the destructive plan (front_door.unlock) needed approval and was not sent",
         "an immediate Run of a rule with a trigger is refused",
         "at 14:03 the rule skips, and the decision names the clock",
+        "the narration answers from the recorded decision, labelled as interpretation",
         "at 22:30 the light would turn on: the step is marked simulated and the home is unchanged",
         "the rule is installed behind its webhook trigger",
         "the platform accepted the signed delivery (202) and it fires the rule",

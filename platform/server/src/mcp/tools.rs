@@ -8,6 +8,7 @@ use rmcp::model::{JsonObject, MetaObject, Tool, ToolAnnotations};
 use serde_json::{Value, json};
 
 use super::schemas;
+use crate::operations::narration::QUESTION_MAX_CHARS;
 use crate::tenancy::{LanguageSlot, Principal, Tenant};
 use pilotage_engine::description::ProgramKind;
 use pilotage_protocol::manifest::ExecutionMode;
@@ -144,10 +145,18 @@ fn execute_input(slot: &LanguageSlot) -> Value {
     json!({"type": "object", "properties": properties})
 }
 
+/// Every Language with a trace tool declares `trace_fetch.narrate` (the
+/// engine's `LanguageDescription::capabilities`), so `question` is always
+/// listed; its length bound is the operation's, not a schema rule (Part
+/// III §4.6).
 fn trace_input() -> Value {
     json!({"type": "object", "properties": {
         "run_id": {"type": "string"},
-        "trace_level": {"type": "string", "description": "summary or full (default: as recorded)."}
+        "trace_level": {"type": "string", "description": "summary or full (default: as recorded)."},
+        "question": {"type": "string", "description": format!(
+            "Optional question about the Run (at most {QUESTION_MAX_CHARS} characters), answered in 'narration' from \
+             the recorded facts only."
+        )}
     }, "required": ["run_id"]})
 }
 
@@ -286,8 +295,14 @@ fn language_tools(tenant: &Tenant, principal: &Principal, slot: &Arc<LanguageSlo
             trace,
             format!(
                 "Trace-fetch stage of Pilotage for the Language {name}: fetches the stored trace of an earlier Run of \
-                 a program written in {name} by its run_id (the same trace the run tool returned), {}.",
-                kept_for(&slot.exposure.retention)
+                 a program written in {name} by its run_id (the same trace the run tool returned), {}.{}",
+                kept_for(&slot.exposure.retention),
+                if slot.narrates() {
+                    " The answer also carries 'narration', prose built from those recorded facts only (answering \
+                     'question' when given): it is interpretation, so verify against the trace."
+                } else {
+                    ""
+                }
             ),
             trace_input(),
             schemas::trace_output(),

@@ -14,6 +14,7 @@ pub(crate) mod idempotency;
 pub(crate) mod learn;
 pub(crate) mod leases;
 pub mod lookup;
+pub(crate) mod narration;
 pub(crate) mod promote;
 pub(crate) mod trace_fetch;
 pub(crate) mod validate;

@@ -13,6 +13,7 @@ use pilotage_engine::catalog::{CatalogSnapshot, SharedCatalog, StoredEntry, Tena
 use pilotage_engine::description::{Exposure, LanguageDescription};
 use pilotage_engine::effects::DataSource;
 use pilotage_protocol::PILOTAGE_VERSION;
+use pilotage_protocol::capabilities::{EffectiveCapabilities, SubFeature};
 use pilotage_protocol::manifest::{LanguageEntry, Manifest};
 use pilotage_protocol::retention::Retention;
 
@@ -53,6 +54,14 @@ impl LanguageSlot {
         let description = self.description();
         (description.features.promotion && description.features.execute)
             .then(|| self.exposure.loop_tools.validate.replacen("validate_", "promote_", 1))
+    }
+
+    /// Whether this Language declares `trace_fetch.narrate` in its manifest
+    /// entry (Part II §4.1, §6.6 "Narration"): its trace fetch then
+    /// accepts a `question` and answers with `narration`.
+    pub(crate) fn narrates(&self) -> bool {
+        EffectiveCapabilities::compute(None, self.entry.capabilities.as_ref())
+            .is_some_and(|map| map.declares_sub(SubFeature::Narrate))
     }
 
     /// The catalog kind of this Language's promoted programs.

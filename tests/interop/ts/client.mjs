@@ -10,7 +10,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
-import { readFileSync } from 'node:fs';
+import { check, finish } from './report.mjs';
 
 const EXPECTED_TOOLS = [
     'pilotage_manifest',
@@ -30,10 +30,6 @@ const CORRECTED_PROGRAM = {
 const UNKNOWN_RUN_ID = 'run_does_not_exist_0000';
 /** Longest time one request may take, in milliseconds. */
 const REQUEST_TIMEOUT_MS = 10_000;
-
-const sdkVersion = JSON.parse(
-    readFileSync(new URL('./node_modules/@modelcontextprotocol/sdk/package.json', import.meta.url), 'utf8'),
-).version;
 
 /**
  * The SDK's own default validator (Ajv), wrapped to count how often the
@@ -55,11 +51,6 @@ class CountingValidator {
             return result;
         };
     }
-}
-
-const checks = [];
-function check(name, passed, detail) {
-    checks.push(detail === undefined ? { name, ok: Boolean(passed) } : { name, ok: Boolean(passed), detail });
 }
 
 /**
@@ -248,12 +239,7 @@ async function main() {
     } catch (error) {
         check('the scenario completes', false, String(error?.stack ?? error));
     }
-    const ok = checks.length > 0 && checks.every((entry) => entry.ok);
-    const failed = checks.filter((entry) => !entry.ok);
-    process.stdout.write(
-        `${JSON.stringify({ sdk: `@modelcontextprotocol/sdk ${sdkVersion}`, ok, passed: checks.length - failed.length, failed, checks })}\n`,
-    );
-    process.exit(ok ? 0 : 1);
+    finish();
 }
 
 await main();

@@ -15,20 +15,11 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
-import { readFileSync } from 'node:fs';
+import { check, finish } from './report.mjs';
 
 /** Longest time one request may take, in milliseconds. */
 const REQUEST_TIMEOUT_MS = 10_000;
 const RELATED_TASK = 'io.modelcontextprotocol/related-task';
-
-const sdkVersion = JSON.parse(
-    readFileSync(new URL('./node_modules/@modelcontextprotocol/sdk/package.json', import.meta.url), 'utf8'),
-).version;
-
-const checks = [];
-function check(name, passed, detail) {
-    checks.push(detail === undefined ? { name, ok: Boolean(passed) } : { name, ok: Boolean(passed), detail });
-}
 
 /** A workflow calling the slow capability once per item. */
 function slowRun(items) {
@@ -179,12 +170,7 @@ async function main() {
     } catch (error) {
         check('the scenario completes', false, String(error?.stack ?? error));
     }
-    const ok = checks.length > 0 && checks.every((entry) => entry.ok);
-    const failed = checks.filter((entry) => !entry.ok);
-    process.stdout.write(
-        `${JSON.stringify({ sdk: `@modelcontextprotocol/sdk ${sdkVersion}`, ok, passed: checks.length - failed.length, failed, checks })}\n`,
-    );
-    process.exit(ok ? 0 : 1);
+    finish();
 }
 
 await main();

@@ -29,7 +29,7 @@ use crate::endpoint::{Backend, server, settings, unique};
 use crate::language_loop::{listening_client, tool_names};
 use crate::support::schema_document;
 
-const ADMIN_TOKEN: &str = "fleet-operator-token";
+pub(crate) const ADMIN_TOKEN: &str = "fleet-operator-token";
 
 /// How long a change may take to reach every replica (the bound).
 const PROPAGATION_BOUND: Duration = Duration::from_secs(1);
@@ -44,7 +44,7 @@ fn haproxy() -> std::path::PathBuf {
 }
 
 /// A free loopback port (bound and released; haproxy binds it next).
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
@@ -452,16 +452,19 @@ async fn identical_idempotent_executes_spread_over_replicas_make_one_execution()
 }
 
 /// A `pilotage serve` process, one replica of a fleet.
-struct Process {
-    child: tokio::process::Child,
-    addr: SocketAddr,
+pub(crate) struct Process {
+    pub(crate) child: tokio::process::Child,
+    pub(crate) addr: SocketAddr,
 }
 
-async fn replica_process(data_dir: &std::path::Path, database_url: &str) -> Process {
+/// A `pilotage serve` replica on `database_url` sharing `data_dir`, with
+/// the operator token [`ADMIN_TOKEN`] and the further flags `args`.
+pub(crate) async fn replica_process(data_dir: &std::path::Path, database_url: &str, args: &[&str]) -> Process {
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_pilotage"));
     command
         .args(["serve", "--listen", "127.0.0.1:0", "--demo-postgres", "off", "--admin-token", ADMIN_TOKEN])
-        .args(["--retention", "session", "--database-url", database_url])
+        .args(["--database-url", database_url])
+        .args(args)
         .arg("--data-dir")
         .arg(data_dir);
     let (child, url) = crate::support::spawn_serving(&mut command).await;
@@ -502,8 +505,9 @@ async fn killing_the_replica_that_opened_a_session_does_not_end_it() {
     let database_url = crate::endpoint::postgres_schema().await;
     let data_dir = std::env::temp_dir().join(unique("pilotage-fleet"));
     // One after the other: the first creates the shared secrets.
-    let mut processes = vec![replica_process(&data_dir, &database_url).await];
-    processes.push(replica_process(&data_dir, &database_url).await);
+    let session = ["--retention", "session"];
+    let mut processes = vec![replica_process(&data_dir, &database_url, &session).await];
+    processes.push(replica_process(&data_dir, &database_url, &session).await);
     let balancer = Balancer::start(&processes.iter().map(|p| p.addr).collect::<Vec<_>>()).await;
     let url = balancer.mcp_url();
 
@@ -634,7 +638,7 @@ async fn recording_service() -> (String, Recorded) {
 
 /// An admin API request to `base` (a replica or the balancer), its status
 /// and JSON answer.
-async fn admin_at(base: &str, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+pub(crate) async fn admin_at(base: &str, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
     let mut request = reqwest::Client::new().request(method, format!("{base}/admin/v1{path}")).bearer_auth(ADMIN_TOKEN);
     if let Some(body) = body {
         request = request.json(&body);

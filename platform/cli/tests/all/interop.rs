@@ -31,20 +31,24 @@ const SCRIPT_TIMEOUT: Duration = Duration::from_secs(90);
 /// The TypeScript SDK client's dependencies, installed with `npm ci` when
 /// missing or older than the lock file. Returns the program to run it.
 pub fn typescript_sdk() -> &'static str {
-    let folder = repository().join("tests/interop/ts");
-    let installed = folder.join("node_modules/.package-lock.json");
+    npm_installed("tests/interop/ts", "@modelcontextprotocol/sdk", "the TypeScript MCP SDK");
+    "node"
+}
+
+/// The npm packages of `folder` (in the checkout), installed with `npm ci`
+/// when `package` is missing or the install is older than the lock file.
+fn npm_installed(folder: &str, package: &str, what: &str) {
+    let root = repository().join(folder);
+    let installed = root.join("node_modules/.package-lock.json");
     let modified = |path: &Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
-    let stale = match (modified(&installed), modified(&folder.join("package-lock.json"))) {
+    let stale = match (modified(&installed), modified(&root.join("package-lock.json"))) {
         (Some(install), Some(lock)) => lock > install,
         _ => true,
     };
-    let sdk = folder.join("node_modules/@modelcontextprotocol/sdk/package.json");
-    if stale || !sdk.is_file() {
-        run("npm", &["ci", "--prefix", "tests/interop/ts", "--no-audit", "--no-fund"]).unwrap_or_else(|error| {
-            panic!("installing the TypeScript MCP SDK failed: {error} (needs Node.js and npm)")
-        });
+    if stale || !root.join("node_modules").join(package).join("package.json").is_file() {
+        run("npm", &["ci", "--prefix", folder, "--no-audit", "--no-fund"])
+            .unwrap_or_else(|error| panic!("installing {what} failed: {error} (needs Node.js and npm)"));
     }
-    "node"
 }
 
 /// The Python of a virtual environment at `target/interop-py` holding the
@@ -74,12 +78,12 @@ fn read_all(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<Str
     })
 }
 
-/// Runs `program script url` from the repository root, killing it after
-/// [`SCRIPT_TIMEOUT`].
-fn run_script(program: &str, script: &Path, url: &str) -> Report {
+/// Runs `program script args…` from the repository root, killing it
+/// after [`SCRIPT_TIMEOUT`].
+fn run_script(program: &str, script: &Path, args: &[String]) -> Report {
     let mut child = Command::new(program)
         .arg(script)
-        .arg(url)
+        .args(args)
         .current_dir(repository())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -116,10 +120,15 @@ pub async fn sdk_passes(program: String, script: &'static str, url: String) {
 
 /// [`sdk_passes`] for a script of at least `at_least` checks.
 pub async fn sdk_passes_checks(program: String, script: &'static str, url: String, at_least: u64) {
+    sdk_passes_with(program, script, vec![url], at_least).await;
+}
+
+/// [`sdk_passes_checks`] for a script taking the arguments `args`.
+pub async fn sdk_passes_with(program: String, script: &'static str, args: Vec<String>, at_least: u64) {
     let script = repository().join(script);
     let report = {
         let program = program.clone();
-        tokio::task::spawn_blocking(move || run_script(&program, &script, &url))
+        tokio::task::spawn_blocking(move || run_script(&program, &script, &args))
     }
     .await
     .expect("the script runs");
@@ -168,4 +177,47 @@ async fn python_sdk_client_accepts_every_result() {
     let python = tokio::task::spawn_blocking(python_sdk).await.expect("the install runs");
     // Once over the initialize handshake, once over server/discover.
     sdk_scenario(python, "tests/interop/py/client.py", 2).await;
+}
+
+/// What the MCP Inspector's CLI mode printed for `method` against `url`.
+async fn inspector(url: &str, method: &str, extra: &[&str]) -> Value {
+    let launcher = repository()
+        .join("tests/interop/inspector/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js");
+    let mut args = vec!["--cli".to_owned(), url.to_owned(), "--method".to_owned(), method.to_owned()];
+    args.extend(extra.iter().map(|arg| (*arg).to_owned()));
+    let report = tokio::task::spawn_blocking(move || run_script("node", &launcher, &args)).await.unwrap();
+    assert!(report.status.success(), "inspector {method}: {}\n{}", report.stdout, report.stderr);
+    serde_json::from_str(&report.stdout)
+        .unwrap_or_else(|error| panic!("inspector {method} printed no JSON ({error}): {}", report.stdout))
+}
+
+/// The MCP Inspector's CLI mode (`tests/interop/inspector`, installed like
+/// the TypeScript SDK) against the real endpoint: it lists the resources
+/// and the three resource templates and reads the manifest resource
+/// (Part III §8.3; issue 30 item 1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mcp_inspector_cli_lists_resources_and_templates() {
+    npm_installed("tests/interop/inspector", "@modelcontextprotocol/inspector", "the MCP Inspector");
+    let server = server(settings(Backend::Sqlite).await).await;
+    let url = server.mcp_url();
+    let listed = inspector(&url, "resources/list", &[]).await;
+    let uris: Vec<&str> =
+        listed["resources"].as_array().expect("resources").iter().filter_map(|r| r["uri"].as_str()).collect();
+    for expected in ["pilotage://manifest", "pilotage://guides/workflow%2Fv1", "pilotage://catalog/workflow%2Fv1"] {
+        assert!(uris.contains(&expected), "{expected} not listed: {uris:?}");
+    }
+    let templates = inspector(&url, "resources/templates/list", &[]).await;
+    let templates: Vec<&str> = templates["resourceTemplates"]
+        .as_array()
+        .expect("resourceTemplates")
+        .iter()
+        .filter_map(|t| t["uriTemplate"].as_str())
+        .collect();
+    assert_eq!(templates.len(), 3, "{templates:?}");
+    assert!(templates.iter().all(|t| t.starts_with("pilotage://")), "{templates:?}");
+    let read = inspector(&url, "resources/read", &["--uri", "pilotage://manifest"]).await;
+    let text = read["contents"][0]["text"].as_str().expect("the manifest's text");
+    let manifest: Value = serde_json::from_str(text).unwrap();
+    assert!(manifest["languages"].as_array().is_some_and(|l| !l.is_empty()), "{manifest}");
+    server.stop().await;
 }

@@ -4,7 +4,9 @@
 //! different visibility too; the manifest names the index resources; bad
 //! URIs are -32002; a Language's arrival is announced as a resource
 //! change, with `resources/updated` for a subscribed guide index, and a
-//! catalog change updates a subscribed catalog resource.
+//! catalog change updates a subscribed catalog resource; the official
+//! TypeScript and Python SDK clients hear of a change made through another
+//! replica.
 
 use rmcp::model::ClientConfig;
 use rmcp::model::{CallToolRequestParams, ReadResourceRequestParams, ResourceContents, SubscribeRequestParams};
@@ -218,4 +220,27 @@ async fn a_new_language_is_announced_to_resource_subscribers() {
     assert_eq!(refused.data.as_ref().unwrap()["error"]["kind"], "bounds_exceeded", "{refused:?}");
     let _ = client.cancel().await;
     server.stop().await;
+}
+
+/// The official TypeScript and Python SDK clients, each subscribed to a
+/// catalog resource on replica B, hear `notifications/resources/updated`
+/// after the catalog changed through replica A's admin API (the change
+/// crosses through the PostgreSQL store's change log), read the new content
+/// equal to the tool's, and hear nothing once unsubscribed
+/// (`tests/interop/{ts,py}/updated.*`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sdk_clients_hear_of_a_catalog_change_made_through_another_replica() {
+    use crate::fleet::{ADMIN_TOKEN, replica_process};
+    pilotage_client::install_crypto_provider();
+    let database_url = crate::endpoint::postgres_schema().await;
+    let data_dir = std::env::temp_dir().join(crate::endpoint::unique("pilotage-resources-fleet"));
+    // One after the other: the first creates the shared secrets.
+    let a = replica_process(&data_dir, &database_url, &[]).await;
+    let b = replica_process(&data_dir, &database_url, &[]).await;
+    let args = vec![format!("http://{}/mcp", b.addr), format!("http://{}", a.addr), ADMIN_TOKEN.to_owned()];
+    let node = crate::interop::typescript_sdk().to_owned();
+    crate::interop::sdk_passes_with(node, "tests/interop/ts/updated.mjs", args.clone(), 10).await;
+    let python = crate::interop::python_sdk();
+    crate::interop::sdk_passes_with(python, "tests/interop/py/updated.py", args, 10).await;
+    drop((a, b));
 }

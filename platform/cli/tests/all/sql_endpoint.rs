@@ -96,13 +96,18 @@ pub(crate) async fn acme_world(backend: Backend, schemas: &[&str], visibility: V
 }
 
 impl World {
-    /// A connection as `subject` of `acme` holding `scopes`.
-    pub(crate) async fn acme(&self, subject: &str, scopes: &[&str]) -> Connection {
+    /// A development token for `subject` of `acme` holding `scopes`.
+    pub(crate) fn acme_token(&self, subject: &str, scopes: &[&str]) -> String {
         let audience = format!("http://{}/mcp", self.server.addr);
         let dev = pilotage_server::auth::dev::DevTokens::load(&self.settings.data_dir, audience).unwrap();
         let mut held: Vec<String> = vec!["pilotage:mcp".into()];
         held.extend(scopes.iter().map(|s| (*s).to_owned()));
-        let token = dev.mint("acme", subject, &held, 600).unwrap();
+        dev.mint("acme", subject, &held, 600).unwrap()
+    }
+
+    /// A connection as `subject` of `acme` holding `scopes`.
+    pub(crate) async fn acme(&self, subject: &str, scopes: &[&str]) -> Connection {
+        let token = self.acme_token(subject, scopes);
         Connection::http(&self.server.mcp_url(), Some(&token)).await.expect("acme connects")
     }
 }

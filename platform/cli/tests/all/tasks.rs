@@ -89,7 +89,11 @@ pub(crate) async fn get(client: &Client, task_id: &str) -> Result<GetTaskResult,
 }
 
 /// Polls until the task ends (within `bound`); every state seen.
-pub(crate) async fn until_terminal(client: &Client, task_id: &str, bound: Duration) -> (GetTaskResult, Vec<TaskStatus>) {
+pub(crate) async fn until_terminal(
+    client: &Client,
+    task_id: &str,
+    bound: Duration,
+) -> (GetTaskResult, Vec<TaskStatus>) {
     let deadline = Instant::now() + bound;
     let mut seen = Vec::new();
     loop {
@@ -296,6 +300,21 @@ async fn the_typescript_sdk_drives_tasks_to_completion_and_to_cancellation() {
     crate::interop::sdk_passes_checks(node.to_owned(), "tests/interop/ts/tasks.mjs", server.mcp_url(), 20).await;
     // Three effects of the completed task, and of the cancelled one at
     // least the first but never all ten.
+    let made = calls.load(Ordering::SeqCst);
+    assert!((4..13).contains(&made), "{made} effects");
+    server.stop().await;
+}
+
+/// The official Python SDK drives one task to completion and one to
+/// cancellation on the stateless revision: mcp 2.3.0 has no task client,
+/// so tests/interop/py/tasks.py claims the Tasks extension's
+/// `resultType: "task"` through the SDK's own extension interface and polls
+/// `tasks/get` through its session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_drives_tasks_to_completion_and_to_cancellation() {
+    let python = tokio::task::spawn_blocking(crate::interop::python_sdk).await.expect("the install runs");
+    let (server, calls, _) = slow_server(Backend::Sqlite, Duration::from_millis(400)).await;
+    crate::interop::sdk_passes_checks(python, "tests/interop/py/tasks.py", server.mcp_url(), 13).await;
     let made = calls.load(Ordering::SeqCst);
     assert!((4..13).contains(&made), "{made} effects");
     server.stop().await;

@@ -391,7 +391,10 @@ impl Effects for RunEffects {
         // stopped by the Run's bound (its statement timeout was the time
         // the Run had left): the Run ends `timeout`, whatever the
         // component makes of the failure (Part II §10.1).
-        let out_of_time = result.is_err() && self.deadline.is_some_and(|deadline| Instant::now() >= deadline);
+        // A data source that knows its timeout was the Run's time left says
+        // so (`SqlError::Deadline`), whatever the clocks read.
+        let out_of_time = matches!(result, Err(SqlError::Deadline(_)))
+            || (result.is_err() && self.deadline.is_some_and(|deadline| Instant::now() >= deadline));
         if let Ok(mut record) = self.record.lock() {
             let after_invocations = record.invocations.len();
             record.statements.push(StatementRun {

@@ -345,23 +345,64 @@ fn sqlx_message(error: sqlx::Error) -> String {
     }
 }
 
+/// PostgreSQL's `query_canceled`, which a `statement_timeout` raises.
+const QUERY_CANCELED: &str = "57014";
+
+/// Why one statement of a session failed.
+#[derive(Debug)]
+enum StatementFailure {
+    /// The failure the Run records (the database's message, or why the
+    /// statement was not sent).
+    Failed(String),
+    /// The statement timeout cancelled it while that timeout was the time
+    /// the Run had left: the Run's wall-time bound stopped it.
+    RunOutOfTime(String),
+}
+
+impl From<String> for StatementFailure {
+    fn from(message: String) -> StatementFailure {
+        StatementFailure::Failed(message)
+    }
+}
+
+impl From<&str> for StatementFailure {
+    fn from(message: &str) -> StatementFailure {
+        StatementFailure::Failed(message.to_owned())
+    }
+}
+
+/// A database error of a statement whose `statement_timeout` was
+/// `by_run` the Run's time left: a cancellation then is the Run's bound
+/// (PostgreSQL may fire its timer a little before the Run's own clock
+/// says the time is up, so the clock alone does not tell).
+fn statement_failure(error: sqlx::Error, by_run: bool) -> StatementFailure {
+    let cancelled =
+        matches!(&error, sqlx::Error::Database(database) if database.code().as_deref() == Some(QUERY_CANCELED));
+    let message = sqlx_message(error);
+    if cancelled && by_run { StatementFailure::RunOutOfTime(message) } else { StatementFailure::Failed(message) }
+}
+
 fn type_oid(type_info: &PgTypeInfo) -> u32 {
     type_info.oid().map_or(0, |oid| oid.0)
 }
 
 impl PostgresSession {
     /// Runs one statement; the failure is the message the Run records.
-    async fn run(&mut self, statement: &str, params: &Value) -> Result<SqlResult, String> {
+    async fn run(&mut self, statement: &str, params: &Value) -> Result<SqlResult, StatementFailure> {
         let started = Instant::now();
         let transaction = self.transaction.as_mut().ok_or("the transaction has ended")?;
         // The statement may take no longer than its Run has left.
         let timeout =
             statement_timeout_for(self.config.statement_timeout, self.deadline, started).ok_or(NO_TIME_LEFT)?;
         if timeout < self.timeout {
-            let setting = format!("SET LOCAL statement_timeout = {}", timeout.as_millis().max(1));
+            // Rounded up: a timeout cut short of the Run's time left would
+            // cancel the statement before the Run's bound is reached.
+            let millis = timeout.as_micros().div_ceil(1000).max(1);
+            let setting = format!("SET LOCAL statement_timeout = {millis}");
             sqlx::query(AssertSqlSafe(setting)).execute(&mut **transaction).await.map_err(sqlx_message)?;
             self.timeout = timeout;
         }
+        let by_run = self.timeout < self.config.statement_timeout;
         let sql = AssertSqlSafe(statement.to_owned()).into_sql_str();
         // Preparing first tells the parameter types PostgreSQL infers, so
         // each JSON value is encoded for exactly that type.
@@ -377,7 +418,7 @@ impl PostgresSession {
             _ => return Err("parameters must be a JSON array".into()),
         };
         if values.len() != types.len() {
-            return Err(format!("the statement takes {} parameters; {} were given", types.len(), values.len()));
+            return Err(format!("the statement takes {} parameters; {} were given", types.len(), values.len()).into());
         }
         let mut query = sqlx::query(sql);
         for (index, (type_info, value)) in types.iter().zip(values).enumerate() {
@@ -398,10 +439,11 @@ impl PostgresSession {
         let mut truncated = false;
         let mut bytes = 0usize;
         if columns.is_empty() {
-            matched = query.execute(&mut **transaction).await.map_err(sqlx_message)?.rows_affected();
+            matched =
+                query.execute(&mut **transaction).await.map_err(|e| statement_failure(e, by_run))?.rows_affected();
         } else {
             let mut stream = query.fetch(&mut **transaction);
-            while let Some(row) = stream.try_next().await.map_err(sqlx_message)? {
+            while let Some(row) = stream.try_next().await.map_err(|e| statement_failure(e, by_run))? {
                 matched += 1;
                 if truncated || rows.len() >= max_rows {
                     truncated = true;
@@ -478,7 +520,10 @@ fn row_json(row: &PgRow) -> Value {
 impl SqlSession for PostgresSession {
     fn query(&mut self, statement: &str, params: &Value) -> Result<SqlResult, SqlError> {
         let handle = self.handle.clone();
-        handle.block_on(self.run(statement, params)).map_err(SqlError::Statement)
+        handle.block_on(self.run(statement, params)).map_err(|failure| match failure {
+            StatementFailure::Failed(message) => SqlError::Statement(message),
+            StatementFailure::RunOutOfTime(message) => SqlError::Deadline(message),
+        })
     }
 
     fn commit(mut self: Box<Self>) -> Result<(), CommitError> {

@@ -31,6 +31,7 @@ use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::session_binding::OpensSession;
 use super::task_form::{self, Answer};
 use crate::mcp::tasks_2025::Form2025;
 use pilotage_protocol::jsonrpc;
@@ -126,6 +127,9 @@ pub(crate) async fn compat(State(settings): State<Compat>, request: Request, nex
             return rpc_error(status, error.id.clone(), error.code, &error.message);
         }
     };
+    if let Some(opens) = OpensSession::of(&message) {
+        parts.extensions.insert(opens);
+    }
     let plan = task_form::plan(&mut message.value, parts.headers.contains_key("mcp-session-id"));
     if plan.mark {
         parts.extensions.insert(Form2025 { deadline: tokio::time::Instant::now() + settings.timeout });
@@ -381,15 +385,21 @@ fn is_event_stream(response: &Response) -> bool {
 }
 
 /// Reads an event stream until the JSON-RPC response to `id` arrives and
-/// answers it as `application/json`, keeping the other headers.
+/// answers it as `application/json`, keeping the other headers. The
+/// response's bytes are passed on as they came: nothing is re-encoded, and
+/// each event is probed for its `id` without building the message.
 async fn unwrap_event_stream(response: Response, id: &Value) -> Response {
     let (mut parts, body) = response.into_parts();
     let mut stream = body.into_data_stream();
-    let mut buffer = String::new();
+    let mut buffer = Vec::new();
+    // Where the first event not yet read starts.
+    let mut read = 0;
     while let Some(chunk) = stream.next().await {
         let Ok(chunk): Result<Bytes, _> = chunk else { break };
-        buffer.push_str(&String::from_utf8_lossy(&chunk));
-        if let Some(found) = response_in(&buffer, id) {
+        buffer.extend_from_slice(&chunk);
+        let (found, next) = response_in(&buffer, read, id);
+        read = next;
+        if let Some(found) = found {
             parts.headers.remove(header::CONTENT_LENGTH);
             parts.headers.remove(header::CACHE_CONTROL);
             parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -400,31 +410,47 @@ async fn unwrap_event_stream(response: Response, id: &Value) -> Response {
     rpc_error(StatusCode::BAD_GATEWAY, id.clone(), -32603, "the server's event stream ended without a response")
 }
 
-/// The data of the first complete event carrying a JSON-RPC response to
-/// `id`.
-fn response_in(buffer: &str, id: &Value) -> Option<String> {
-    let normalized = buffer.replace("\r\n", "\n");
-    let mut events = normalized.split("\n\n").collect::<Vec<_>>();
-    // The last piece may be an incomplete event.
-    events.pop();
-    for event in events {
-        let data: Vec<&str> = event
-            .lines()
-            .filter_map(|line| line.strip_prefix("data:"))
-            .map(|d| d.strip_prefix(' ').unwrap_or(d))
-            .collect();
-        if data.is_empty() {
+/// The parts of a JSON-RPC message [`response_in`] reads; serde skips the
+/// rest (a whole tool result) without building it.
+#[derive(Deserialize)]
+struct ResponseProbe {
+    id: Option<Value>,
+    result: Option<serde::de::IgnoredAny>,
+    error: Option<serde::de::IgnoredAny>,
+}
+
+/// The data of the first complete event, from byte `from` of `buffer` on,
+/// that carries a JSON-RPC response to `id`; and where the events not yet
+/// complete start (the next call's `from`).
+fn response_in(buffer: &[u8], from: usize, id: &Value) -> (Option<Vec<u8>>, usize) {
+    let mut start = from;
+    let mut data: Vec<&[u8]> = Vec::new();
+    let mut at = from;
+    while let Some(end) = buffer[at..].iter().position(|&byte| byte == b'\n').map(|offset| at + offset) {
+        let line = &buffer[at..end];
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        at = end + 1;
+        if !line.is_empty() {
+            if let Some(value) = line.strip_prefix(b"data:") {
+                data.push(value.strip_prefix(b" ").unwrap_or(value));
+            }
             continue;
         }
-        let text = data.join("\n");
-        if let Ok(message) = serde_json::from_str::<Value>(&text)
-            && message.get("id") == Some(id)
-            && (message.get("result").is_some() || message.get("error").is_some())
-        {
-            return Some(text);
+        // A blank line ends an event.
+        start = at;
+        let text = match data.as_slice() {
+            [] => continue,
+            [one] => one.to_vec(),
+            many => many.join(&b'\n'),
+        };
+        data.clear();
+        let answers = serde_json::from_slice::<ResponseProbe>(&text)
+            .is_ok_and(|probe| probe.id.as_ref() == Some(id) && (probe.result.is_some() || probe.error.is_some()));
+        if answers {
+            return (Some(text), start);
         }
     }
-    None
+    (None, start)
 }
 
 #[cfg(test)]
@@ -481,13 +507,29 @@ mod tests {
 
     #[test]
     fn finds_the_response_among_events() {
-        let stream = "id: 0\nretry: 3000\ndata: \n\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n\n";
-        assert_eq!(response_in(stream, &json!(7)).as_deref(), Some("{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}"));
-        assert_eq!(response_in(stream, &json!(8)), None);
-        assert_eq!(
-            response_in("data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}", &json!(7)),
-            None,
-            "incomplete event"
-        );
+        let answer = b"{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}".to_vec();
+        let stream = b"id: 0\nretry: 3000\ndata: \n\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n\n";
+        assert_eq!(response_in(stream, 0, &json!(7)).0, Some(answer.clone()));
+        let (none, read) = response_in(stream, 0, &json!(8));
+        assert_eq!((none, read), (None, stream.len()), "every event read, none answers 8");
+        // A request's own id in a notification's params does not count.
+        let progress = b"data: {\"jsonrpc\":\"2.0\",\"method\":\"x\",\"params\":{\"id\":7}}\n\n";
+        assert_eq!(response_in(progress, 0, &json!(7)).0, None);
+        // An error response answers too; a string id is not the number.
+        let error = b"data: {\"jsonrpc\":\"2.0\",\"id\":\"7\",\"error\":{\"code\":1,\"message\":\"m\"}}\n\n";
+        assert_eq!(response_in(error, 0, &json!(7)).0, None);
+        assert!(response_in(error, 0, &json!("7")).0.is_some());
+    }
+
+    #[test]
+    fn an_event_split_across_chunks_is_read_once_it_is_whole() {
+        let whole = b"event: message\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\r\ndata: \"result\":{}}\r\n\r\n";
+        for cut in 1..whole.len() {
+            let (found, read) = response_in(&whole[..cut], 0, &json!(7));
+            assert_eq!((found, read), (None, 0), "cut at {cut}: incomplete event");
+            let (found, _) = response_in(whole, read, &json!(7));
+            // Two data lines are one message joined by a line feed.
+            assert_eq!(found.as_deref(), Some(&b"{\"jsonrpc\":\"2.0\",\"id\":7,\n\"result\":{}}"[..]), "cut at {cut}");
+        }
     }
 }

@@ -75,7 +75,13 @@ fn mcp_service(
     });
     // Origin is validated by the edge (`origin`), before authentication,
     // for the MCP endpoints and the admin API alike.
+    // A stateless (2026-07-28) request whose handler answers at once gets
+    // its response as `application/json` rather than a one-event stream
+    // (rmcp falls back to a stream when notifications come first): no SSE
+    // framing to write, and none for the edge to unwrap for a client that
+    // accepts only JSON. Session requests keep their event streams.
     let mut config = StreamableHttpServerConfig::default()
+        .with_json_response(true)
         .with_allowed_hosts(settings.allowed_hosts())
         .with_cancellation_token(shutdown.child_token())
         .with_max_request_body_bytes(settings.max_body_bytes);
@@ -148,8 +154,7 @@ pub(crate) fn app(
         timeout: Duration::from_millis(settings.request_timeout_ms),
         body_read_timeout: Duration::from_millis(settings.body_read_timeout_ms),
     };
-    let binding =
-        session_binding::SessionBinding { bindings, max_body_bytes: settings.max_body_bytes, shared, evictions: evict };
+    let binding = session_binding::SessionBinding { bindings, shared, evictions: evict };
     let auth = admin.auth.clone();
     let origins = Arc::new(origin::OriginPolicy::new(&settings.allowed_origins, &settings.public_url()));
     // Order: the Origin check first, then authenticate (a refused request

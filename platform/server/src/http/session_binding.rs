@@ -7,7 +7,9 @@
 //!   otherwise the id is replaced by one no session ever has, so rmcp gives
 //!   exactly the answer an unknown session gets (404 `Session not found`
 //!   for POST and GET, the same 204 for DELETE, which then ends nothing);
-//! - an `initialize` without `Mcp-Session-Id` (it would open a session)
+//! - an `initialize` without `Mcp-Session-Id` (it would open a session;
+//!   the compatibility layer, which parses the body, says so with
+//!   [`OpensSession`])
 //!   first takes a place under the ceilings
 //!   ([`SessionBindings::reserve`]); beyond a ceiling it is refused with
 //!   HTTP 429, `Retry-After` and a JSON-RPC error, and no session is
@@ -26,7 +28,6 @@
 //! Stateless requests (2026-07-28, no `initialize`, no session) are
 //! neither counted nor checked.
 
-use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
@@ -52,10 +53,6 @@ pub(crate) const SESSION_CEILING_CODE: i64 = -32000;
 pub(crate) struct SessionBinding {
     /// The bindings and ceilings.
     pub bindings: SessionBindings,
-    /// Largest body read to recognise an `initialize`, in bytes (the
-    /// `max_body_bytes` setting; the compatibility layer has already
-    /// refused anything larger).
-    pub max_body_bytes: usize,
     /// Sessions shared by replicas on one PostgreSQL; `None` on SQLite.
     pub shared: Option<crate::fleet::sessions::SharedSessions>,
     /// Where the id of a session evicted at the ceiling goes to be closed
@@ -63,11 +60,24 @@ pub(crate) struct SessionBinding {
     pub evictions: tokio::sync::mpsc::UnboundedSender<String>,
 }
 
-/// The JSON-RPC `id` of an `initialize` request, when `body` is one.
-fn initialize_id(body: &[u8]) -> Option<Value> {
-    let message: Value = serde_json::from_slice(body).ok()?;
-    let object = message.as_object()?;
-    (object.get("method").and_then(Value::as_str) == Some("initialize")).then(|| object.get("id").cloned())?
+/// What the compatibility layer (`compat`), which parses each POST body
+/// once, tells this layer: the body is an `initialize` request with this
+/// JSON-RPC `id`. Absent for every other message, so this layer never
+/// reads or parses a body itself.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct OpensSession {
+    /// The request's id, echoed by a refusal.
+    pub id: Value,
+}
+
+impl OpensSession {
+    /// Whether the classified `message` is an `initialize` request.
+    pub(crate) fn of(message: &pilotage_protocol::jsonrpc::Message) -> Option<OpensSession> {
+        use pilotage_protocol::jsonrpc::MessageKind;
+        let method = message.value.get("method").and_then(Value::as_str);
+        (message.kind == MessageKind::Request && method == Some("initialize"))
+            .then(|| OpensSession { id: message.id.clone() })
+    }
 }
 
 fn ceiling_refusal(error: &SessionBindingError, id: Value) -> Response {
@@ -124,15 +134,8 @@ pub(crate) async fn session_binding(State(layer): State<SessionBinding>, mut req
     if request.method() != Method::POST {
         return next.run(request).await;
     }
-    let (mut parts, body) = request.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, layer.max_body_bytes).await else {
-        let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600,
-            "message": format!("the request body is larger than {} bytes", layer.max_body_bytes)}});
-        return (StatusCode::PAYLOAD_TOO_LARGE, [(header::CONTENT_TYPE, "application/json")], body.to_string())
-            .into_response();
-    };
-    let Some(id) = initialize_id(&bytes) else {
-        return next.run(Request::from_parts(parts, Body::from(bytes))).await;
+    let Some(OpensSession { id }) = request.extensions().get::<OpensSession>().cloned() else {
+        return next.run(request).await;
     };
     let pending = match layer.bindings.reserve(&caller) {
         Ok(Reserved { reservation, evicted }) => {
@@ -147,8 +150,8 @@ pub(crate) async fn session_binding(State(layer): State<SessionBinding>, mut req
             return ceiling_refusal(&error, id);
         }
     };
-    parts.extensions.insert(pending.clone());
-    let response = next.run(Request::from_parts(parts, Body::from(bytes))).await;
+    request.extensions_mut().insert(pending.clone());
+    let response = next.run(request).await;
     // Not bound (the initialize failed before a session existed): the place
     // is given back.
     drop(pending.take());
@@ -161,10 +164,13 @@ mod tests {
 
     #[test]
     fn recognises_initialize_requests_only() {
-        let initialize = br#"{"jsonrpc":"2.0","id":7,"method":"initialize","params":{}}"#;
-        assert_eq!(initialize_id(initialize), Some(json!(7)));
-        assert_eq!(initialize_id(br#"{"jsonrpc":"2.0","method":"initialize"}"#), None, "a notification");
-        assert_eq!(initialize_id(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#), None);
-        assert_eq!(initialize_id(b"not json"), None);
+        let opens = |body: &str| OpensSession::of(&pilotage_protocol::jsonrpc::classify(body.as_bytes()).unwrap());
+        assert_eq!(
+            opens(r#"{"jsonrpc":"2.0","id":7,"method":"initialize","params":{}}"#),
+            Some(OpensSession { id: json!(7) })
+        );
+        assert_eq!(opens(r#"{"jsonrpc":"2.0","method":"initialize"}"#), None, "a notification");
+        assert_eq!(opens(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#), None);
+        assert_eq!(opens(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#), None, "a response");
     }
 }

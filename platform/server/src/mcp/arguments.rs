@@ -85,6 +85,10 @@ pub(crate) fn check_keyed(
         tracing::error!(%tool, %error, "a tool's input schema does not compile");
         InvalidArguments { tool: tool.to_owned(), violations: vec!["its input schema cannot be checked".into()] }
     })?;
+    // The common case answers without gathering errors.
+    if validator.is_valid(arguments) {
+        return Ok(());
+    }
     let violations: Vec<String> = validator
         .iter_errors(arguments)
         .map(|error| {

@@ -18,7 +18,7 @@ const JSON: &str = "application/json";
 /// The answer of the tool that `resource` mirrors, for `context`'s caller.
 fn answer(context: &Context, resource: &ResourceRef) -> Result<Value, OpError> {
     match resource {
-        ResourceRef::Manifest => Ok(operations::discover::manifest(context)),
+        ResourceRef::Manifest => Ok(operations::discover::manifest(context).value.clone()),
         ResourceRef::GuideIndex { language } => operations::learn::get_guide(context, &json!({"language": language})),
         ResourceRef::Guide { language, id } => {
             operations::learn::get_guide(context, &json!({"language": language, "id": id}))
@@ -30,6 +30,15 @@ fn answer(context: &Context, resource: &ResourceRef) -> Result<Value, OpError> {
             }
             operations::lookup::catalog(context, &args)
         }
+    }
+}
+
+/// [`answer`] as JSON text, as `CallToolResult::structured` writes the
+/// tool's text block (the manifest's kept ready, like the tool's).
+fn answer_text(context: &Context, resource: &ResourceRef) -> Result<String, OpError> {
+    match resource {
+        ResourceRef::Manifest => Ok(operations::discover::manifest(context).text.clone()),
+        other => answer(context, other).map(|value| value.to_string()),
     }
 }
 
@@ -138,12 +147,11 @@ pub(crate) fn read(context: &Context, uri: &str) -> Result<ReadResourceResult, M
             None,
         ));
     };
-    match answer(context, &resource) {
-        Ok(value) => Ok(ReadResourceResult::new(vec![ResourceContents::TextResourceContents {
+    match answer_text(context, &resource) {
+        Ok(text) => Ok(ReadResourceResult::new(vec![ResourceContents::TextResourceContents {
             uri: uri.to_owned(),
             mime_type: Some(JSON.to_owned()),
-            // As `CallToolResult::structured` writes the tool's text block.
-            text: value.to_string(),
+            text,
             meta: None,
         }])),
         Err(OpError::Request(error)) => {

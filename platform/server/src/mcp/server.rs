@@ -99,7 +99,7 @@ impl PilotageServer {
     fn pilotage_meta(&self, extensions: &rmcp::model::Extensions) -> Option<MetaObject> {
         let context = self.context(extensions).ok()?;
         let mut meta = MetaObject::new();
-        meta.insert(META_KEY.to_owned(), json!({"manifest": context.tenant.manifest()}));
+        meta.insert(META_KEY.to_owned(), json!({"manifest": context.tenant.manifest().value}));
         Some(meta)
     }
 }
@@ -291,9 +291,10 @@ impl ServerHandler for PilotageServer {
         let extensions = context.extensions;
         let context = self.context(&extensions)?;
         let resolution = extensions.get::<ToolResolution>();
+        let role = tools::role_of(&context.tenant, &request.name);
         if let Err(exceeded) = context.tenant.admit_request() {
             if let Some(resolution) = resolution
-                && tools::role_of(&context.tenant, &request.name).is_some()
+                && role.is_some()
             {
                 resolution.found();
             }
@@ -304,7 +305,7 @@ impl ServerHandler for PilotageServer {
             )))
             .map(Into::into);
         }
-        let Some(role) = tools::role_of(&context.tenant, &request.name) else {
+        let Some(role) = role else {
             return Err(McpError::invalid_params(format!("Unknown tool: {}", request.name), None));
         };
         if let Some(resolution) = resolution {
@@ -330,7 +331,10 @@ impl ServerHandler for PilotageServer {
             return Err(McpError::invalid_params(message.to_string(), None));
         }
         let result = match role {
-            ToolRole::Manifest => Ok(operations::discover::manifest(&context)),
+            ToolRole::Manifest => {
+                let published = operations::discover::manifest(&context);
+                return Ok(structured_with_text(published.value.clone(), published.text.clone()).into());
+            }
             ToolRole::Guide => operations::learn::get_guide(&context, &args),
             ToolRole::Catalog => operations::lookup::catalog(&context, &args),
             ToolRole::Validate(slot) => {

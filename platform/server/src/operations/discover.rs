@@ -1,10 +1,12 @@
 //! `discover` (Part II §6.1, Part III §3.1): the manifest.
 
-use serde_json::Value;
+use std::sync::Arc;
 
 use super::Context;
+use crate::tenancy::tenant::PublishedManifest;
 
-/// The manifest of the caller's tenant. Side-effect free.
-pub(crate) fn manifest(context: &Context) -> Value {
-    serde_json::to_value(context.tenant.manifest()).unwrap_or(Value::Null)
+/// The manifest of the caller's tenant, ready as JSON and text (built once
+/// per change of the tenant's Languages). Side-effect free.
+pub(crate) fn manifest(context: &Context) -> Arc<PublishedManifest> {
+    context.tenant.manifest()
 }

@@ -147,7 +147,7 @@ pub(crate) async fn execute_with(
     let language = slot.entry.name.clone();
     let args: ExecuteArguments = super::arguments(raw)?;
     let manifest = context.tenant.manifest();
-    let map = slot.entry.effective_capabilities(&manifest);
+    let map = slot.entry.effective_capabilities(&manifest.manifest);
     let declares_sub = |feature| map.as_ref().is_some_and(|m| m.declares_sub(feature));
     let declares = |capability| map.as_ref().is_some_and(|m| m.declares(capability));
 

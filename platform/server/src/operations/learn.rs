@@ -51,7 +51,7 @@ pub(crate) fn get_guide(context: &Context, args: &Value) -> Result<Value, OpErro
     };
     let declared = slot
         .entry
-        .effective_capabilities(&context.tenant.manifest())
+        .effective_capabilities(&context.tenant.manifest().manifest)
         .is_some_and(|map| map.declares(Capability::Guides) && map.declares_sub(SubFeature::TopicFetch));
     if !declared {
         return Err(request_error(

@@ -49,7 +49,7 @@ pub fn catalog(context: &Context, raw: &Value) -> Result<Value, OpError> {
         return Err(OpError::Structural("invalid arguments: limit must be at least 1".into()));
     }
     let slot = context.language(&args.language)?;
-    let map = slot.entry.effective_capabilities(&context.tenant.manifest());
+    let map = slot.entry.effective_capabilities(&context.tenant.manifest().manifest);
     let declares = |capability| map.as_ref().is_some_and(|m| m.declares(capability));
     let declares_sub = |feature| map.as_ref().is_some_and(|m| m.declares_sub(feature));
     if !declares(Capability::Catalog) {

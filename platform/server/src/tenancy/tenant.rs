@@ -143,7 +143,7 @@ struct Bucket {
 pub struct Tenant {
     /// The tenant's id.
     pub id: String,
-    languages: RwLock<BTreeMap<String, Arc<LanguageSlot>>>,
+    languages: RwLock<Languages>,
     catalog: SharedCatalog,
     promoted: RwLock<BTreeMap<String, Arc<PromotedProgram>>>,
     disabled: AtomicBool,
@@ -153,6 +153,43 @@ pub struct Tenant {
     /// Data sources by name.
     data_sources: RwLock<BTreeMap<String, Arc<AttachedSource>>>,
     egress: Confinement,
+}
+
+/// A tenant's Languages and what is derived from exactly them.
+#[derive(Debug, Default)]
+struct Languages {
+    slots: BTreeMap<String, Arc<LanguageSlot>>,
+    /// The manifest of `slots`, built on first use after each change and
+    /// dropped by the change (never built for a tenant nobody asks, so an
+    /// idle tenant costs nothing more).
+    published: Option<Arc<PublishedManifest>>,
+}
+
+/// The manifest a tenant publishes (Part II §5.1), kept ready between
+/// changes of its Languages: the manifest, its JSON value and that value's
+/// text, which are the `pilotage_manifest` tool's `structuredContent` and
+/// text block (Part III §3.1, §6) and the `pilotage://manifest` resource.
+#[derive(Debug)]
+pub struct PublishedManifest {
+    /// The manifest.
+    pub manifest: Manifest,
+    /// Its JSON value.
+    pub value: serde_json::Value,
+    /// `value`'s JSON text.
+    pub text: String,
+}
+
+impl PublishedManifest {
+    fn of(slots: &BTreeMap<String, Arc<LanguageSlot>>) -> PublishedManifest {
+        let manifest = Manifest {
+            pilotage: PILOTAGE_VERSION.to_owned(),
+            languages: slots.values().map(|slot| slot.entry.clone()).collect(),
+            capabilities: None,
+        };
+        let value = serde_json::to_value(&manifest).unwrap_or(serde_json::Value::Null);
+        let text = value.to_string();
+        PublishedManifest { manifest, value, text }
+    }
 }
 
 /// Holds one of a tenant's concurrent-run slots until dropped.
@@ -173,7 +210,7 @@ impl Tenant {
     pub fn new(id: &str, egress: Confinement) -> Tenant {
         Tenant {
             id: id.to_owned(),
-            languages: RwLock::new(BTreeMap::new()),
+            languages: RwLock::new(Languages::default()),
             catalog: SharedCatalog::default(),
             promoted: RwLock::new(BTreeMap::new()),
             disabled: AtomicBool::new(false),
@@ -288,22 +325,26 @@ impl Tenant {
     /// Installs (or replaces) a Language.
     pub fn install_language(&self, slot: LanguageSlot) {
         let name = slot.entry.name.clone();
-        self.languages.write().unwrap_or_else(|p| p.into_inner()).insert(name, Arc::new(slot));
+        let mut languages = self.languages.write().unwrap_or_else(|p| p.into_inner());
+        languages.slots.insert(name, Arc::new(slot));
+        languages.published = None;
     }
 
     /// Removes a Language.
     pub fn retire_language(&self, name: &str) -> bool {
-        self.languages.write().unwrap_or_else(|p| p.into_inner()).remove(name).is_some()
+        let mut languages = self.languages.write().unwrap_or_else(|p| p.into_inner());
+        languages.published = None;
+        languages.slots.remove(name).is_some()
     }
 
     /// Every Language, by name.
     pub fn languages(&self) -> Vec<Arc<LanguageSlot>> {
-        self.languages.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect()
+        self.languages.read().unwrap_or_else(|p| p.into_inner()).slots.values().cloned().collect()
     }
 
     /// One Language.
     pub fn language(&self, name: &str) -> Option<Arc<LanguageSlot>> {
-        self.languages.read().unwrap_or_else(|p| p.into_inner()).get(name).cloned()
+        self.languages.read().unwrap_or_else(|p| p.into_inner()).slots.get(name).cloned()
     }
 
     /// Runs `f` on the catalog under its lock. Keep `f` short.
@@ -338,12 +379,16 @@ impl Tenant {
         self.promoted.read().unwrap_or_else(|p| p.into_inner()).get(program_ref).cloned()
     }
 
-    /// The manifest this tenant publishes (Part II §5.1).
-    pub fn manifest(&self) -> Manifest {
-        Manifest {
-            pilotage: PILOTAGE_VERSION.to_owned(),
-            languages: self.languages().iter().map(|slot| slot.entry.clone()).collect(),
-            capabilities: None,
+    /// The manifest this tenant publishes (Part II §5.1), from memory
+    /// while its Languages stay as they are.
+    pub fn manifest(&self) -> Arc<PublishedManifest> {
+        if let Some(published) = &self.languages.read().unwrap_or_else(|p| p.into_inner()).published {
+            return published.clone();
         }
+        // Built under the write lock, so a change cannot slip between the
+        // slots read and the manifest kept.
+        let mut languages = self.languages.write().unwrap_or_else(|p| p.into_inner());
+        let published = Arc::new(PublishedManifest::of(&languages.slots));
+        languages.published.get_or_insert(published).clone()
     }
 }

@@ -7,9 +7,13 @@
 //! run statuses, and the statuses the platform itself may report), and
 //! [`render`] writes the closed-sets guide from the same
 //! [`LanguageInfo`](crate::LanguageInfo), so the guide lists exactly what
-//! the engine emits.
+//! the engine emits. [`ClosedSets`] holds a Language's tables and prose in
+//! one constant, for `describe` and for the code that checks against them.
 
-use crate::{CodeInfo, Guide, GuideLevel, KindInfo, LanguageInfo, RiskInfo, StatusInfo};
+use crate::{
+    CodeInfo, ExecutionMode, Features, Guide, GuideLevel, KindInfo, LanguageInfo, LocatorDialect, ProgramKind,
+    RiskInfo, StatusInfo, SubprogramTracing, TraceCeiling,
+};
 
 /// The reserved diagnostic codes with their meanings (Part II §5.5).
 pub const RESERVED_CODES: [(&str, &str); 3] = [
@@ -140,13 +144,99 @@ pub fn guide(id: &str, title: &str, level: GuideLevel, topics: &[&str], body: im
     }
 }
 
+/// A Language's closed sets as the tables its code reads, with the prose
+/// of its closed-sets guide (Part II §1.5, §5.2): declared once as a
+/// constant, filled into `describe`'s [`LanguageInfo`] by
+/// [`language_info`](ClosedSets::language_info), rendered by
+/// [`guide`](ClosedSets::guide), and read by the validator
+/// ([`is_callable`](ClosedSets::is_callable)), so the three cannot drift.
+///
+/// ```
+/// use pilotage_guest_sdk::closed_sets::{ClosedSets, Prose};
+/// use pilotage_guest_sdk::language::STANDARD_RISK_LEVELS;
+/// const SETS: ClosedSets = ClosedSets {
+///     codes: &[("unknown_entry", "Error. `call` names no visible entry.")],
+///     run_statuses: &[],
+///     step_statuses: &[("success", true, true, "The step completed.")],
+///     entry_kinds: &[("capability", true, "An action over HTTP."), ("table", false, "Rows.")],
+///     risk_levels: &STANDARD_RISK_LEVELS,
+///     prose: Prose { decisions: Some("Each `if` decides once."), ..Prose::EMPTY },
+/// };
+/// let info = pilotage_guest_sdk::LanguageInfo { name: "demo/v1".into(), ..SETS.language_info() };
+/// assert!(info.diagnostic_codes.iter().any(|c| c.code == "constraint"), "the reserved codes are added");
+/// assert!(SETS.guide("demo-closed-sets", &info).body.contains("Each `if` decides once."));
+/// assert!(SETS.is_callable("capability") && !SETS.is_callable("table") && !SETS.is_callable("view"));
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct ClosedSets<'a> {
+    /// The Language's own diagnostic codes: (code, meaning); the reserved
+    /// three are added ([`diagnostic_codes`]).
+    pub codes: &'a [(&'a str, &'a str)],
+    /// The Language's own run statuses: (status, ok, side effects possible,
+    /// meaning); the reserved and the platform's are added ([`run_statuses`]).
+    pub run_statuses: &'a [(&'a str, bool, bool, &'a str)],
+    /// Step statuses, as declared ([`step_statuses`]).
+    pub step_statuses: &'a [(&'a str, bool, bool, &'a str)],
+    /// Catalog entry kinds: (kind, callable, meaning) ([`entry_kinds`]).
+    pub entry_kinds: &'a [(&'a str, bool, &'a str)],
+    /// Risk levels: (risk, readOnly, destructive, openWorld, meaning)
+    /// ([`risk_levels`]), usually
+    /// [`STANDARD_RISK_LEVELS`](crate::language::STANDARD_RISK_LEVELS).
+    pub risk_levels: &'a [(&'a str, bool, bool, bool, &'a str)],
+    /// The closed-sets guide's prose sections.
+    pub prose: Prose<'a>,
+}
+
+impl ClosedSets<'_> {
+    /// A [`LanguageInfo`] holding these sets, for struct-update syntax in
+    /// `describe` (`LanguageInfo { name, title, program_argument, execution,
+    /// features, ..SETS.language_info() }`). The other fields are those of
+    /// most JSON-program Languages, to override as needed: `program_kind`
+    /// `json`, `locator` `json-pointer`, `execution` `immediate`, `trace`
+    /// `full`, subprograms `opaque`, no `context_schema`, every feature off,
+    /// and empty `name`, `title`, `program_argument` and `guides` (an empty
+    /// name fails the platform's lint, so it cannot go unnoticed).
+    pub fn language_info(&self) -> LanguageInfo {
+        LanguageInfo {
+            name: String::new(),
+            title: String::new(),
+            program_kind: ProgramKind::Json,
+            program_argument: String::new(),
+            locator: LocatorDialect::JsonPointer,
+            execution: ExecutionMode::Immediate,
+            trace: TraceCeiling::Full,
+            trace_subprogram: SubprogramTracing::Opaque,
+            context_schema: None,
+            features: Features { plan: false, catalog: false, execute: false, test_run: false, promotion: false },
+            diagnostic_codes: diagnostic_codes(self.codes),
+            run_statuses: run_statuses(self.run_statuses),
+            step_statuses: step_statuses(self.step_statuses),
+            entry_kinds: entry_kinds(self.entry_kinds),
+            risk_levels: risk_levels(self.risk_levels),
+            guides: Vec::new(),
+        }
+    }
+
+    /// The closed-sets guide of `info` (filled from these sets) with this
+    /// prose: [`render`].
+    pub fn guide(&self, id: &str, info: &LanguageInfo) -> Guide {
+        render(id, info, &self.prose)
+    }
+
+    /// Whether `kind` is a declared entry kind that can be called; an
+    /// undeclared kind cannot.
+    pub fn is_callable(&self, kind: &str) -> bool {
+        self.entry_kinds.iter().any(|(name, callable, _)| *name == kind && *callable)
+    }
+}
+
 fn status(&(status, ok, side_effects, meaning): &(&str, bool, bool, &str)) -> StatusInfo {
     StatusInfo { status: status.to_owned(), ok, side_effects, meaning: meaning.to_owned() }
 }
 
 /// Prose sections of the closed-sets guide that only the author can write.
 /// Each is rendered under its own heading when present.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct Prose<'a> {
     /// Scope rules for values produced in branch arms and loop bodies
     /// (mandatory when the Language has branches or loops).
@@ -161,6 +251,13 @@ pub struct Prose<'a> {
     pub output: Option<&'a str>,
     /// How loop and branch decisions are written.
     pub decisions: Option<&'a str>,
+}
+
+impl Prose<'_> {
+    /// No prose, for `..Prose::EMPTY` in a constant (where
+    /// `Default::default()` cannot be called).
+    pub const EMPTY: Prose<'static> =
+        Prose { scope_rules: None, parameter_binding: None, step_ids: None, output: None, decisions: None };
 }
 
 /// Renders the closed-sets guide (level `reference`, topic `closed-sets`)
@@ -357,6 +454,42 @@ mod tests {
         }
         assert_eq!(guide.level, GuideLevel::Reference);
         assert_eq!(guide.topics, ["closed-sets"]);
+    }
+
+    const SETS: ClosedSets<'static> = ClosedSets {
+        codes: &[("unknown_capability", "No visible entry has this id.")],
+        run_statuses: &[("stopped", false, true, "Stopped by the program.")],
+        step_statuses: &[("success", true, true, "Done.")],
+        entry_kinds: &[("capability", true, "An HTTP action."), ("table", false, "Rows.")],
+        risk_levels: &crate::language::STANDARD_RISK_LEVELS,
+        prose: Prose { decisions: Some("Each `if` decides once."), ..Prose::EMPTY },
+    };
+
+    #[test]
+    fn closed_sets_fill_the_description_and_its_guide_alike() {
+        let mut info = LanguageInfo {
+            name: "demo/v1".into(),
+            features: Features { plan: true, catalog: true, execute: true, test_run: false, promotion: false },
+            ..SETS.language_info()
+        };
+        assert_eq!(info.diagnostic_codes.len(), 4, "the reserved three, then the own one");
+        assert_eq!(info.run_statuses.last().map(|s| s.status.as_str()), Some("stopped"));
+        assert_eq!((info.locator, info.program_kind), (LocatorDialect::JsonPointer, ProgramKind::Json));
+        info.guides.push(SETS.guide("demo-closed-sets", &info));
+        let body = &info.guides[0].body;
+        for needle in
+            ["`unknown_capability`", "`stopped`", "`table` | no", "`external_write`", "Each `if` decides once."]
+        {
+            assert!(body.contains(needle), "missing {needle}");
+        }
+        assert_eq!(info.guides[0].body, render("demo-closed-sets", &info, &SETS.prose).body);
+    }
+
+    #[test]
+    fn only_declared_callable_kinds_are_callable() {
+        assert!(SETS.is_callable("capability"));
+        assert!(!SETS.is_callable("table"), "declared, not callable");
+        assert!(!SETS.is_callable("Capability") && !SETS.is_callable("view"), "undeclared");
     }
 
     #[test]

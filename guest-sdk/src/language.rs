@@ -4,8 +4,9 @@
 //! which makes a type implementing [`Language`] the component's exports.
 //!
 //! Also what most Languages over a capability catalog share: the five
-//! standard risk levels with [`risk_label`], and [`argument_mismatches`],
-//! which checks a call's arguments against an entry's `input_schema`.
+//! standard risk levels with [`risk_label`], [`argument_mismatches`],
+//! which checks a call's arguments against an entry's `input_schema`, and
+//! [`json_or_null`].
 //!
 //! ```text
 //! struct Recipe;
@@ -158,6 +159,13 @@ pub fn risk_label(hints: RiskHints) -> &'static str {
     }
 }
 
+/// `text` parsed as JSON, or `null` when it is absent or not JSON: for a
+/// program the host has already validated, an optional `input`, or an
+/// entry's optional schema.
+pub fn json_or_null(text: Option<&str>) -> Value {
+    text.and_then(|text| serde_json::from_str(text).ok()).unwrap_or(Value::Null)
+}
+
 /// One finding of [`argument_mismatches`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Mismatch {
@@ -218,6 +226,23 @@ fn has_type(value: &Value, ty: &str) -> bool {
     }
 }
 
+/// A `capability` entry for the SDK's own tests: `id`, its schemas, its
+/// hints (and the standard level they reach as `risk`).
+#[cfg(test)]
+pub(crate) fn test_entry(id: &str, input: Option<Value>, output: Option<Value>, risk_hints: RiskHints) -> CatalogEntry {
+    CatalogEntry {
+        id: id.into(),
+        kind: "capability".into(),
+        name: id.into(),
+        description: None,
+        input_schema: input.map(|schema| schema.to_string()),
+        output_schema: output.map(|schema| schema.to_string()),
+        risk: risk_label(risk_hints).into(),
+        risk_hints,
+        tags: Vec::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -225,17 +250,7 @@ mod tests {
     use super::*;
 
     fn entry(schema: Value) -> CatalogEntry {
-        CatalogEntry {
-            id: "cap".into(),
-            kind: "capability".into(),
-            name: "cap".into(),
-            description: None,
-            input_schema: Some(schema.to_string()),
-            output_schema: None,
-            risk: "safe".into(),
-            risk_hints: crate::diag::SAFE,
-            tags: Vec::new(),
-        }
+        test_entry("cap", Some(schema), None, crate::diag::SAFE)
     }
 
     #[test]
@@ -256,6 +271,13 @@ mod tests {
         assert_eq!(extra[0].hint.as_deref(), Some("close match: user_id"));
         let open = entry(json!({"type": "object"}));
         assert!(argument_mismatches(&open, json!({"x": 1}).as_object().unwrap(), literal).is_empty());
+    }
+
+    #[test]
+    fn json_or_null_reads_json_and_nothing_else() {
+        assert_eq!(json_or_null(Some(r#"{"a": 1}"#)), json!({"a": 1}));
+        assert_eq!(json_or_null(Some("{not json")), Value::Null);
+        assert_eq!(json_or_null(None), Value::Null);
     }
 
     #[test]

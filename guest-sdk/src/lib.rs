@@ -7,11 +7,25 @@
 //!   `bind_input`, `execute`, `deploy`) and exports it with
 //!   [`export_language!`]; a Language that does not deploy answers
 //!   `deploy` with [`diag::does_not_deploy`] (the host never calls it).
-//! - [`pointer`]: JSON Pointer building for `json-pointer` diagnostics.
+//! - [`pointer`]: JSON Pointer building for `json-pointer` diagnostics, and
+//!   [`pointer::At`], the locator a validator carries as it walks a program.
+//! - [`findings`]: [`findings::Findings`], diagnostics appended at an `At`
+//!   with their hints (close names, argument mismatches; Part II §5.5).
+//! - [`validation`]: [`validation::ValidationBuilder`], the findings, the
+//!   plan with each call's risk read from its entry, and the references
+//!   (Part II §5.6, §6.4).
+//! - [`step_ids`]: [`step_ids::StepIds`], unique step ids without `#` or
+//!   `/` (Part II §3.4).
+//! - [`dollar`]: `$` references (`$input.userId`, `$profile.tier`): walking
+//!   them with their locators, checking them against the steps in scope,
+//!   reading them at run time, and the input convention built on them
+//!   (Part II §6.5.5).
 //! - [`hints`]: close-match hints over the names the caller can see.
 //! - [`trace`]: a trace builder that emits the flat, iteration-qualified
-//!   trace ids and decisions of Part II §5.8.2.
-//! - [`closed_sets`]: declared closed sets, and the renderer that writes the
+//!   trace ids and decisions of Part II §5.8.2, records calls through the
+//!   effects, and makes the Run's result.
+//! - [`closed_sets`]: declared closed sets ([`closed_sets::ClosedSets`]: the
+//!   tables and prose as one constant), and the renderer that writes the
 //!   `closed-sets` guide from the same tables the code uses, so the guide
 //!   cannot drift from the engine (Part II §5.2).
 //! - [`diag`]: small constructors for diagnostics and outcomes.
@@ -39,10 +53,14 @@
 pub mod alloc;
 pub mod closed_sets;
 pub mod diag;
+pub mod dollar;
+pub mod findings;
 pub mod hints;
 pub mod language;
 pub mod pointer;
+pub mod step_ids;
 pub mod trace;
+pub mod validation;
 
 /// Bindings generated from `wit/language.wit`.
 #[allow(missing_docs, clippy::all, unsafe_code)]

@@ -19,10 +19,13 @@
 //! - [`clock`]: zones, time windows, cron and topic checks;
 //! - [`run`]: execution and installation.
 
-use pilotage_guest_sdk::closed_sets::{self, Prose, guide};
-use pilotage_guest_sdk::diag::{self, INPUT_BINDING, error_at, with_hint};
+use pilotage_guest_sdk::closed_sets::{ClosedSets, Prose, guide};
+use pilotage_guest_sdk::diag::{INPUT_BINDING, error_at, with_hint};
+use pilotage_guest_sdk::findings::Findings;
 use pilotage_guest_sdk::hints::hint;
-use pilotage_guest_sdk::language::{STANDARD_RISK_LEVELS, argument_mismatches, risk_label};
+use pilotage_guest_sdk::language::*;
+use pilotage_guest_sdk::pointer::At;
+use pilotage_guest_sdk::validation::{ValidationBuilder, arm};
 use pilotage_guest_sdk::*;
 use serde_json::{Map, Value};
 
@@ -114,6 +117,22 @@ const STEP_IDS: &str = "Plan and trace ids are the conditions' and actions' own 
 const DECISIONS: &str = "The `when` entry carries the branch decision first, `{at: \"when\", took: \"then\" | \"else\", because}` (`because` is `every condition holds`, or names the failing condition and why), then one decision per condition evaluated, in order, `{at: CONDITION_ID, took: \"true\" | \"false\", because}`, where `because` names the values compared and, for a window, the local clock, date and UTC offset. Evaluation stops at the first false condition. Every `read` runs before `when` decides, whatever the conditions find.";
 const OUTPUT: &str = "An execution's output is `{\"rule\": NAME, \"took\": \"then\" | \"else\", \"actions\": [ids of the actions run]}`, with `\"test_run\": true` in a test run; absent when the Run failed. A failed `read` or a first failed action makes the Run `error`; an action failing after another ran makes it `partial`. An immediate Run installs nothing, so a rule with a `trigger` is refused in mode `immediate` (`trigger_needs_deploy`, outcome `validation_error`, nothing run) unless it is a test run; a rule without `trigger` runs once. Only a deploy (mode `deploy`) installs the trigger, and a deploy of a rule without one is refused (`deploy_needs_trigger`, outcome `validation_error`, nothing installed); a deploy's output is `{\"deployment\": NAME, \"trigger\": TRIGGER}`, and what it installs as the body is the rule without its `trigger`, run at each firing.";
 
+/// The closed sets the code emits, and the closed-sets guide's prose.
+const CLOSED_SETS: ClosedSets = ClosedSets {
+    codes: &CODES,
+    run_statuses: &[],
+    step_statuses: &STEP_STATUSES,
+    entry_kinds: &KINDS,
+    risk_levels: &STANDARD_RISK_LEVELS,
+    prose: Prose {
+        scope_rules: Some(SCOPE),
+        parameter_binding: Some(BINDING),
+        step_ids: Some(STEP_IDS),
+        output: Some(OUTPUT),
+        decisions: Some(DECISIONS),
+    },
+};
+
 const CORE: &str = include_str!("../guides/core.md");
 
 /// automation/1, exported as the component by [`export!`] below.
@@ -128,29 +147,12 @@ impl Language for Automation {
         let mut info = LanguageInfo {
             name: "automation/1".into(),
             title: "Home-automation rules: one trigger, conditions, actions on a device registry".into(),
-            program_kind: ProgramKind::Json,
             program_argument: "rule".into(),
-            locator: LocatorDialect::JsonPointer,
             execution: ExecutionMode::Both,
-            trace: TraceCeiling::Full,
-            trace_subprogram: SubprogramTracing::Opaque,
-            context_schema: None,
             features: Features { plan: true, catalog: true, execute: true, test_run: true, promotion: false },
-            diagnostic_codes: closed_sets::diagnostic_codes(&CODES),
-            run_statuses: closed_sets::run_statuses(&[]),
-            step_statuses: closed_sets::step_statuses(&STEP_STATUSES),
-            entry_kinds: closed_sets::entry_kinds(&KINDS),
-            risk_levels: closed_sets::risk_levels(&STANDARD_RISK_LEVELS),
-            guides: Vec::new(),
+            ..CLOSED_SETS.language_info()
         };
-        let prose = Prose {
-            scope_rules: Some(SCOPE),
-            parameter_binding: Some(BINDING),
-            step_ids: Some(STEP_IDS),
-            output: Some(OUTPUT),
-            decisions: Some(DECISIONS),
-        };
-        let closed = closed_sets::render("automation-closed-sets", &info, &prose);
+        let closed = CLOSED_SETS.guide("automation-closed-sets", &info);
         let topics = ["grammar", "triggers", "conditions", "actions", "input", "test-runs", "deploy", "example"];
         let core = guide(
             "automation-core",
@@ -167,9 +169,9 @@ impl Language for Automation {
     /// grammar's findings, then every entry it names, and the plan when no
     /// error was found (Part II §5.6).
     fn validate(program: &str, _context: Option<&str>, catalog: &impl Catalog) -> Validation {
-        let (rule, mut diagnostics) = rule::parse(program);
-        let mut check = Check { catalog, diagnostics: &mut diagnostics, references: Vec::new(), ids: None };
-        let mut steps = Vec::new();
+        let (rule, diagnostics) = rule::parse(program);
+        let mut check =
+            Check { catalog, out: ValidationBuilder { diagnostics, ..ValidationBuilder::new() }, ids: None };
         for condition in &rule.conditions {
             let Test::Read { entry, with, .. } = &condition.test else { continue };
             let at = child(&condition.at, "read");
@@ -178,38 +180,22 @@ impl Language for Automation {
                     let hint = format!(
                         "a `read` names a read-only entry (kind sensor), e.g. one ending in `.state`; to change a device, call '{entry}' in `actions`"
                     );
-                    check.diagnostics.push(with_hint(
-                        error_at(
-                            "not_read_only",
-                            at,
-                            format!("'{entry}' is {} and changes the device; a `read` must not", found.risk),
-                        ),
-                        Some(hint),
-                    ));
+                    let message = format!("'{entry}' is {} and changes the device; a `read` must not", found.risk);
+                    check.out.error("not_read_only", at, message).hint(hint);
                 }
-                steps.push(plan_step(&condition.id, entry, None, found.risk_hints));
+                check.out.call(&condition.id, &found, None);
             }
         }
-        steps.push(PlanStep {
-            id: BRANCH.into(),
-            calls: None,
-            arm: None,
-            loop_: None,
-            risk: "safe".into(),
-            risk_hints: diag::SAFE,
-        });
+        check.out.control(BRANCH, None);
         for (label, actions) in [("then", &rule.actions), ("else", &rule.otherwise)] {
             for action in actions {
                 let at = child(&action.at, "call");
                 if let Some(found) = check.entry(&action.call, &at, &action.with, &child(&action.at, "with")) {
-                    steps.push(plan_step(&action.id, &action.call, Some(label), found.risk_hints));
+                    check.out.call(&action.id, &found, Some(arm(BRANCH, label)));
                 }
             }
         }
-        let references = check.references;
-        let valid = diagnostics.iter().all(|d| d.severity == Severity::Warning);
-        let max_risk = risk_label(diag::aggregate(steps.iter().map(|step| step.risk_hints))).to_owned();
-        Validation { plan: valid.then_some(Plan { steps, max_risk }), diagnostics, references, statements: Vec::new() }
+        check.out.finish()
     }
 
     /// Checks `input` against the firing convention (Part II §6.5.5): an
@@ -266,52 +252,34 @@ fn input_findings(members: &Map<String, Value>) -> Vec<Diagnostic> {
     found
 }
 
-fn plan_step(id: &str, entry: &str, arm: Option<&str>, hints: RiskHints) -> PlanStep {
-    PlanStep {
-        id: id.into(),
-        calls: Some(entry.into()),
-        arm: arm.map(|label| Arm { branch: BRANCH.into(), label: label.into() }),
-        loop_: None,
-        risk: risk_label(hints).into(),
-        risk_hints: hints,
-    }
-}
-
 /// The catalog checks of `validate`.
-struct Check<'c, 'd, C> {
+struct Check<'c, C> {
     catalog: &'c C,
-    diagnostics: &'d mut Vec<Diagnostic>,
-    references: Vec<String>,
+    out: ValidationBuilder,
     /// Every visible id, fetched on the first unknown entry.
     ids: Option<Vec<String>>,
 }
 
-impl<C: Catalog> Check<'_, '_, C> {
+impl<C: Catalog> Check<'_, C> {
     /// The entry `id` named at `at` and called with `with` (at `with_at`),
     /// when it exists and is callable; its arguments checked.
     fn entry(&mut self, id: &str, at: &str, with: &Map<String, Value>, with_at: &str) -> Option<CatalogEntry> {
         let Some(entry) = self.catalog.entry(id) else {
             let ids = self.ids.get_or_insert_with(|| self.catalog.ids());
-            let close = hint(id, ids.iter().map(String::as_str));
-            self.diagnostics
-                .push(with_hint(error_at("unknown_entry", at, format!("no catalog entry '{id}' is visible")), close));
+            let message = format!("no catalog entry '{id}' is visible");
+            self.out.error("unknown_entry", at, message).close_to(id, ids.iter().map(String::as_str));
             return None;
         };
-        if !self.references.iter().any(|seen| seen == id) {
-            self.references.push(id.to_owned());
-        }
-        if !KINDS.iter().any(|(kind, callable, _)| *kind == entry.kind && *callable) {
-            self.diagnostics.push(error_at(
+        self.out.reference(id);
+        if !CLOSED_SETS.is_callable(&entry.kind) {
+            self.out.error(
                 "not_callable",
                 at,
                 format!("'{id}' is a {} and cannot be called; only action and sensor entries can", entry.kind),
-            ));
+            );
             return None;
         }
-        for mismatch in argument_mismatches(&entry, with, |_| true) {
-            let here = mismatch.argument.as_deref().map_or_else(|| with_at.to_owned(), |name| child(with_at, name));
-            self.diagnostics.push(with_hint(error_at("argument_mismatch", here, mismatch.message), mismatch.hint));
-        }
+        self.out.arguments("argument_mismatch", &At::under(with_at), &entry, with, |_| true);
         Some(entry)
     }
 }

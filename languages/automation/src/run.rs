@@ -12,8 +12,7 @@ use std::collections::BTreeMap;
 use pilotage_guest_sdk::diag::{self, failure, success};
 use pilotage_guest_sdk::trace::TraceBuilder;
 use pilotage_guest_sdk::{
-    Catalog, Decision, DeployResult, Effects, Installation, InvokeError, RunRequest, RunResult, Severity, TraceStep,
-    Validation,
+    Catalog, Decision, DeployResult, Effects, Installation, RunRequest, RunResult, Severity, TraceStep, Validation,
 };
 use serde_json::{Map, Value, json};
 
@@ -141,12 +140,9 @@ fn deploy_without_trigger() -> RunResult {
 
 /// The branch entry's decisions: the arm taken (first, as the plan–trace
 /// correspondence reads it), then each condition's.
-fn with_decisions(trace: TraceBuilder, branch: usize, decisions: Vec<Decision>) -> Vec<TraceStep> {
-    let mut steps = trace.finish();
-    if let Some(entry) = steps.get_mut(branch) {
-        entry.decisions.extend(decisions);
-    }
-    steps
+fn with_decisions(mut trace: TraceBuilder, branch: usize, decisions: Vec<Decision>) -> Vec<TraceStep> {
+    trace.add_decisions(branch, decisions);
+    trace.finish()
 }
 
 fn failed(steps: Vec<TraceStep>, status: &str, message: String) -> RunResult {
@@ -162,17 +158,7 @@ fn call(
     entry: &str,
     with: &Map<String, Value>,
 ) -> Result<Value, String> {
-    let input = Value::Object(with.clone());
-    let result = host
-        .invoke(id, entry, &input)
-        .map_err(|(InvokeError::Refused(m) | InvokeError::Failed(m))| format!("step '{id}' ({entry}): {m}"));
-    let (outcome, output) = match &result {
-        Ok(output) => (success(), output.clone()),
-        Err(message) => (failure(diag::ERROR, message.clone()), Value::Null),
-    };
-    let step_id = trace.id(id);
-    trace.step(step_id, Some(entry.into()), Some(input.to_string()), Some(output.to_string()), outcome, None);
-    result
+    trace.invoke(host, id, entry, &Value::Object(with.clone()), |m| format!("step '{id}' ({entry}): {m}"))
 }
 
 /// Whether `condition` holds, and why, in words naming what was compared.

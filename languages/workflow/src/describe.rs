@@ -2,10 +2,8 @@
 //! [`crate::codes`], and the guides (the closed-sets guide is rendered from
 //! the same tables the code emits).
 
-use pilotage_guest_sdk::closed_sets::{self, Prose};
-use pilotage_guest_sdk::{
-    ExecutionMode, Features, GuideLevel, LanguageInfo, LocatorDialect, ProgramKind, SubprogramTracing, TraceCeiling,
-};
+use pilotage_guest_sdk::closed_sets::{self, ClosedSets, Prose};
+use pilotage_guest_sdk::{Features, GuideLevel, LanguageInfo};
 
 use crate::codes;
 
@@ -38,34 +36,32 @@ A branch's trace entry carries one decision: `took` is `then` or `else`, and `be
 const OUTPUT: &str = "\
 The Run's `output` is the value of the program's `output` template, evaluated after the last top-level step; it is absent when the program has no `output` or the Run did not succeed.";
 
-/// The full declaration of workflow/v1.
-pub fn language_info() -> LanguageInfo {
-    let mut info = LanguageInfo {
-        name: NAME.to_owned(),
-        title: "Workflows: steps that call catalog entries, with branches, loops and data flow".to_owned(),
-        program_kind: ProgramKind::Json,
-        program_argument: "workflow".to_owned(),
-        locator: LocatorDialect::JsonPointer,
-        execution: ExecutionMode::Immediate,
-        trace: TraceCeiling::Full,
-        trace_subprogram: SubprogramTracing::Opaque,
-        context_schema: None,
-        features: Features { plan: true, catalog: true, execute: true, test_run: false, promotion: true },
-        diagnostic_codes: closed_sets::diagnostic_codes(&codes::OWN_CODES),
-        run_statuses: closed_sets::run_statuses(&codes::OWN_RUN_STATUSES),
-        step_statuses: closed_sets::step_statuses(&codes::STEP_STATUSES),
-        entry_kinds: closed_sets::entry_kinds(&codes::ENTRY_KINDS),
-        risk_levels: closed_sets::risk_levels(&codes::RISK_LEVELS),
-        guides: Vec::new(),
-    };
-    let prose = Prose {
+/// The closed sets the code emits, and the closed-sets guide's prose.
+const CLOSED_SETS: ClosedSets = ClosedSets {
+    codes: &codes::OWN_CODES,
+    run_statuses: &codes::OWN_RUN_STATUSES,
+    step_statuses: &codes::STEP_STATUSES,
+    entry_kinds: &codes::ENTRY_KINDS,
+    risk_levels: &codes::RISK_LEVELS,
+    prose: Prose {
         scope_rules: Some(SCOPE_RULES),
         parameter_binding: Some(PARAMETER_BINDING),
         step_ids: Some(STEP_IDS),
         output: Some(OUTPUT),
         decisions: Some(DECISIONS),
+    },
+};
+
+/// The full declaration of workflow/v1.
+pub fn language_info() -> LanguageInfo {
+    let mut info = LanguageInfo {
+        name: NAME.to_owned(),
+        title: "Workflows: steps that call catalog entries, with branches, loops and data flow".to_owned(),
+        program_argument: "workflow".to_owned(),
+        features: Features { plan: true, catalog: true, execute: true, test_run: false, promotion: true },
+        ..CLOSED_SETS.language_info()
     };
-    let closed = closed_sets::render("workflow-closed-sets", &info, &prose);
+    let closed = CLOSED_SETS.guide("workflow-closed-sets", &info);
     info.guides = vec![
         closed_sets::guide(
             "workflow-core",

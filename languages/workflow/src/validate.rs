@@ -4,8 +4,8 @@
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use pilotage_guest_sdk::diag::{INPUT_BINDING, SAFE, aggregate, error_at, warning_at, with_hint};
-use pilotage_guest_sdk::hints::hint;
+use pilotage_guest_sdk::diag::{INPUT_BINDING, SAFE, aggregate, error_at, warning_at};
+use pilotage_guest_sdk::findings::Findings;
 use pilotage_guest_sdk::{Arm, CatalogEntry, Diagnostic, Plan, PlanStep, RiskHints, Severity, Validation};
 use serde_json::Value;
 
@@ -259,27 +259,16 @@ impl<'p, 'x> Checker<'p, 'x> {
                     // Sorted, so the hint does not depend on the map's order.
                     let mut names: Vec<&str> = self.ids.keys().copied().collect();
                     names.sort_unstable();
-                    let diagnostic = error_at(
-                        codes::UNKNOWN_STEP_REFERENCE,
-                        at.pointer(),
-                        format!("{} names step '{id}', which the program does not have", path.text),
-                    );
-                    self.diagnostics.push(with_hint(diagnostic, hint(id, names)));
-                    return;
+                    let message = format!("{} names step '{id}', which the program does not have", path.text);
+                    return self
+                        .diagnostics
+                        .error(codes::UNKNOWN_STEP_REFERENCE, at.pointer(), message)
+                        .close_to(id, names);
                 };
                 if !env.visible[number] {
-                    self.diagnostics.push(with_hint(
-                        error_at(
-                            codes::SCOPE_VIOLATION,
-                            at.pointer(),
-                            format!("{} reads step '{id}', which is not addressable here", path.text),
-                        ),
-                        Some(
-                            "a step's output is addressable only by later steps of the same list or their nested steps; values made inside a branch arm or loop body stay there (read a loop's results through the loop's own output)"
-                                .to_owned(),
-                        ),
-                    ));
-                    return;
+                    let message = format!("{} reads step '{id}', which is not addressable here", path.text);
+                    let hint = "a step's output is addressable only by later steps of the same list or their nested steps; values made inside a branch arm or loop body stay there (read a loop's results through the loop's own output)";
+                    return self.diagnostics.error(codes::SCOPE_VIOLATION, at.pointer(), message).hint(hint.to_owned());
                 }
                 self.read[number] = true;
                 self.output_field(self.steps[number], path, at);
@@ -297,15 +286,11 @@ impl<'p, 'x> Checker<'p, 'x> {
                 } else {
                     let mut roots = vec!["input", "steps"];
                     roots.extend(env.vars.iter().copied());
-                    let diagnostic = error_at(
-                        codes::BAD_EXPRESSION,
-                        at.pointer(),
-                        format!(
-                            "{} starts with '{name}', which is neither input, steps nor a loop variable in scope",
-                            path.text
-                        ),
+                    let message = format!(
+                        "{} starts with '{name}', which is neither input, steps nor a loop variable in scope",
+                        path.text
                     );
-                    self.diagnostics.push(with_hint(diagnostic, hint(name, roots)));
+                    self.diagnostics.error(codes::BAD_EXPRESSION, at.pointer(), message).close_to(name, roots);
                 }
             }
         }
@@ -318,12 +303,8 @@ impl<'p, 'x> Checker<'p, 'x> {
             return;
         }
         let names: Vec<&str> = declared.iter().map(|param| param.name).collect();
-        let diagnostic = error_at(
-            codes::UNDECLARED_INPUT,
-            at.pointer(),
-            format!("{} reads input '{name}', which the program's 'input' does not declare", path.text),
-        );
-        self.diagnostics.push(with_hint(diagnostic, hint(name, names)));
+        let message = format!("{} reads input '{name}', which the program's 'input' does not declare", path.text);
+        self.diagnostics.error(codes::UNDECLARED_INPUT, at.pointer(), message).close_to(name, names);
     }
 
     /// The callable entry `capability` names, if visible.
@@ -344,13 +325,10 @@ impl<'p, 'x> Checker<'p, 'x> {
         if schema.properties.is_none() || schema.property(field).is_some() {
             return;
         }
-        let diagnostic = warning_at(
-            codes::UNKNOWN_OUTPUT_FIELD,
-            at.pointer(),
-            format!("{} reads '{field}', which the output_schema of '{capability}' does not list", path.text),
-        );
-        let hint = hint(field, schema.property_names());
-        self.diagnostics.push(with_hint(diagnostic, hint));
+        let message = format!("{} reads '{field}', which the output_schema of '{capability}' does not list", path.text);
+        self.diagnostics
+            .warning(codes::UNKNOWN_OUTPUT_FIELD, at.pointer(), message)
+            .close_to(field, schema.property_names());
     }
 
     fn call(&mut self, step: &Step, capability: &'p str, with: Option<&Template>) {
@@ -364,10 +342,11 @@ impl<'p, 'x> Checker<'p, 'x> {
             Some(Some(entry)) => entry,
             _ => {
                 let ids = self.catalog.ids();
-                let diagnostic =
-                    error_at(codes::UNKNOWN_CAPABILITY, at(), format!("unknown capability '{capability}'"));
-                self.diagnostics.push(with_hint(diagnostic, hint(capability, ids.iter().map(String::as_str))));
-                return;
+                let message = format!("unknown capability '{capability}'");
+                return self
+                    .diagnostics
+                    .error(codes::UNKNOWN_CAPABILITY, at(), message)
+                    .close_to(capability, ids.iter().map(String::as_str));
             }
         };
         if !is_callable(&entry.kind) {
@@ -411,12 +390,9 @@ fn arguments(step: &Step, capability: &str, schema: &ObjectSchema, with: Option<
     for (name, argument) in members {
         match schema.property(name) {
             None if schema.closed => {
-                let diagnostic = error_at(
-                    codes::ARGUMENT_MISMATCH,
-                    with_path().at(name).pointer(),
-                    format!("'{capability}' takes no argument '{name}'"),
-                );
-                diagnostics.push(with_hint(diagnostic, hint(name, schema.property_names())));
+                let message = format!("'{capability}' takes no argument '{name}'");
+                let at = with_path().at(name).pointer();
+                diagnostics.error(codes::ARGUMENT_MISMATCH, at, message).close_to(name, schema.property_names());
             }
             Some(property) => {
                 if let Template::Literal(value) = argument
@@ -526,13 +502,11 @@ pub fn bind_input(document: &str, input: Option<&Value>) -> Vec<Diagnostic> {
     }
     for name in members.keys() {
         if !declared.iter().any(|param| param.name == name) {
-            let names: Vec<&str> = declared.iter().map(|param| param.name).collect();
-            let diagnostic = error_at(
-                INPUT_BINDING,
-                pilotage_guest_sdk::pointer::pointer([name]),
-                format!("input '{name}' is not declared by the program"),
-            );
-            diagnostics.push(with_hint(diagnostic, hint(name, names)));
+            let names = declared.iter().map(|param| param.name);
+            let message = format!("input '{name}' is not declared by the program");
+            diagnostics
+                .error(INPUT_BINDING, pilotage_guest_sdk::pointer::pointer([name]), message)
+                .close_to(name, names);
         }
     }
     diagnostics

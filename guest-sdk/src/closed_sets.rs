@@ -6,7 +6,7 @@
 //! adds what every Language must carry (the reserved diagnostic codes and
 //! run statuses, and the statuses the platform itself may report), and
 //! [`render`] writes the closed-sets guide from the same
-//! [`LanguageInfo`](crate::LanguageInfo), so the guide lists exactly what
+//! [`LanguageInfo`], so the guide lists exactly what
 //! the engine emits. [`ClosedSets`] holds a Language's tables and prose in
 //! one constant, for `describe` and for the code that checks against them.
 

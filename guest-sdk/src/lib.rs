@@ -7,7 +7,7 @@
 //!   `bind_input`, `execute`, `deploy`) and exports it with
 //!   [`export_language!`]; a Language that does not deploy answers
 //!   `deploy` with [`diag::does_not_deploy`] (the host never calls it).
-//! - [`pointer`]: JSON Pointer building for `json-pointer` diagnostics, and
+//! - [`pointer`](mod@pointer): JSON Pointer building for `json-pointer` diagnostics, and
 //!   [`pointer::At`], the locator a validator carries as it walks a program.
 //! - [`findings`]: [`findings::Findings`], diagnostics appended at an `At`
 //!   with their hints (close names, argument mismatches; Part II §5.5).

@@ -1,5 +1,5 @@
 //! JSON Pointer building (RFC 6901) for `json-pointer` locators, on the
-//! `jsonptr` library: [`pointer`] and [`push_token`] for one pointer,
+//! `jsonptr` library: [`pointer()`] and [`push_token`] for one pointer,
 //! [`At`] for walking a program, [`Path`] for an owned pointer.
 
 use jsonptr::PointerBuf;

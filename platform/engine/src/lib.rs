@@ -6,7 +6,9 @@
 //!   fuel, epoch interruption, a bounded wasm stack and a pooling
 //!   allocator; [`Component`]: one loaded Language, compiled or read from
 //!   the compiled-code [`cache`], pre-instantiated and described; every
-//!   call gets a fresh instance with the [`bounds`] of its kind;
+//!   call gets a fresh instance with the [`bounds`] of its kind; a
+//!   [`function_cache`] lets a rebuilt component reuse the compiled
+//!   functions it shares with an earlier build;
 //! - [`host`]: the host side of the Language imports (`catalog`,
 //!   `effects`, `sql`, `now`, `log`) and a WASI that grants nothing;
 //!   [`wit`]: the generated bindings;
@@ -43,6 +45,7 @@ pub mod description;
 pub mod effects;
 mod error;
 pub mod execution;
+pub mod function_cache;
 pub mod host;
 pub mod host_trace;
 pub mod installation;

@@ -33,6 +33,7 @@ use crate::bounds::{Bounds, CallBounds, EPOCH_TICK};
 use crate::clock::Clock;
 use crate::description::LanguageDescription;
 use crate::error::{CallError, EngineError};
+use crate::function_cache::{FunctionCache, FunctionCacheStats};
 use crate::host::HostState;
 use pilotage_telemetry::metrics::{BoundKind, CallLabel, GuaranteeKind, Metrics};
 
@@ -68,6 +69,8 @@ struct EngineInner {
     /// How many times compiled code was produced (compiled or read from
     /// the on-disk cache) and pre-instantiated.
     code_loads: AtomicU64,
+    /// Compiled functions reused across compilations, when enabled.
+    function_cache: Option<Arc<FunctionCache>>,
     /// The server's metrics: every call's fuel and time and the bounds it
     /// tripped are counted here, where every call passes.
     metrics: Metrics,
@@ -83,6 +86,23 @@ impl Engine {
     /// # Errors
     /// [`EngineError::Config`] when wasmtime rejects the configuration.
     pub fn new(bounds: Bounds, cache_dir: Option<PathBuf>) -> Result<Engine, EngineError> {
+        Engine::with_function_cache(bounds, cache_dir, None)
+    }
+
+    /// As [`Engine::new`], and when `function_cache` is given, every
+    /// compilation reuses the compiled functions it holds and adds its own
+    /// (Cranelift's incremental compilation): a rebuilt component whose
+    /// bytes differ but whose functions mostly do not compiles in a
+    /// fraction of the time. For a Language author's loop (`serve
+    /// --language`), where builds are not always byte-reproducible.
+    ///
+    /// # Errors
+    /// [`EngineError::Config`] when wasmtime rejects the configuration.
+    pub fn with_function_cache(
+        bounds: Bounds,
+        cache_dir: Option<PathBuf>,
+        function_cache: Option<Arc<FunctionCache>>,
+    ) -> Result<Engine, EngineError> {
         let mut pool = PoolingAllocationConfig::new();
         pool.total_component_instances(256)
             .total_core_instances(1024)
@@ -116,6 +136,9 @@ impl Engine {
         if std::env::var_os("PILOTAGE_PERFMAP").is_some_and(|v| v == "1") {
             config.profiler(wasmtime::ProfilingStrategy::PerfMap);
         }
+        if let Some(cache) = &function_cache {
+            config.enable_incremental_compilation(cache.clone()).map_err(|e| EngineError::Config(format!("{e:#}")))?;
+        }
         let wasmtime = wasmtime::Engine::new(&config).map_err(|e| EngineError::Config(format!("{e:#}")))?;
         let mut linker = Linker::new(&wasmtime);
         crate::host::add_wasi_without_grants(&mut linker).map_err(|e| EngineError::Config(format!("{e:#}")))?;
@@ -142,6 +165,7 @@ impl Engine {
                 config_key,
                 loaded: Mutex::new(HashMap::new()),
                 code_loads: AtomicU64::new(0),
+                function_cache,
                 metrics: Metrics::new().map_err(|e| EngineError::Config(e.to_string()))?,
                 clock: Clock::system(),
             }),
@@ -178,6 +202,12 @@ impl Engine {
     /// of bytes already loaded and still in use does not count.
     pub fn code_loads(&self) -> u64 {
         self.inner.code_loads.load(Ordering::SeqCst)
+    }
+
+    /// How the function cache has served compilations so far, when this
+    /// engine has one ([`Engine::with_function_cache`]).
+    pub fn function_cache_stats(&self) -> Option<FunctionCacheStats> {
+        self.inner.function_cache.as_ref().map(|cache| cache.stats())
     }
 
     /// The loaded component whose bytes have this SHA-256 (hex), when one

@@ -20,6 +20,14 @@
 //! retired and the version it had replaced serves again. Two files may not
 //! declare the same Language.
 //!
+//! Every load reports how long it took (`load_ms` in the log line and
+//! [`LanguageFileStatus::last_load_ms`]). A rewrite with the same bytes
+//! costs a read and a hash: the engine hands back the component serving.
+//! A rebuild with other bytes reuses the compiled functions it shares with
+//! earlier builds when the engine has a function cache, which the server
+//! gives it whenever Language files are served
+//! ([`pilotage_engine::function_cache`]).
+//!
 //! Why polling: a build writes its artifact in several ways (cargo
 //! hard-links or copies a new file over the old path, other tools truncate
 //! and rewrite it in place, an editor renames a temporary over it). A
@@ -44,7 +52,7 @@ use std::collections::BTreeMap;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
@@ -138,6 +146,11 @@ fn short(sha256: &str) -> &str {
     sha256.get(..SHA256_PREFIX_LEN).unwrap_or(sha256)
 }
 
+/// Milliseconds since `started`, for the reload time a log line reports.
+fn elapsed_ms(started: Instant) -> u64 {
+    u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
 /// One finding per line, as `pilotage language check` prints them:
 /// `  error [rule] message`.
 fn render_findings(findings: &[LintFinding]) -> String {
@@ -219,8 +232,16 @@ pub struct LanguageFileStatus {
     pub reloads: u64,
     /// Versions refused since the start (each left the previous serving).
     pub refusals: u64,
+    /// Times the file was rewritten with the bytes serving (same SHA-256):
+    /// nothing was compiled, described again or announced.
+    pub unchanged: u64,
     /// Why the last refused version was refused.
     pub last_refusal: Option<String>,
+    /// How long the last load took, in milliseconds: from the poll that
+    /// saw the file settle to the version serving (read, hash, compile or
+    /// reuse, describe, lint, install), or to its refusal. At start, the
+    /// first load.
+    pub last_load_ms: u64,
 }
 
 /// A view of the watched files' state, shared with the watcher task;
@@ -257,6 +278,8 @@ struct WatchedFile {
     /// A stamp different from `seen`, seen once, waiting for the next poll
     /// to agree.
     pending: Option<Stamp>,
+    /// How long its first load took (milliseconds).
+    load_ms: u64,
 }
 
 /// The Language files of the demo tenant (`Settings::languages`): loaded
@@ -297,7 +320,9 @@ impl LanguageFiles {
             // Stamped before it is read: a change while it is read shows at
             // the next poll.
             let seen = stamp_of(path);
+            let started = Instant::now();
             let checked = check_file_off_thread(engine, path, limit).await?;
+            let load_ms = elapsed_ms(started);
             let name = checked.component.description().name.clone();
             if let Some(other) = files.iter().find(|file| file.name == name) {
                 return Err(LanguageFileError::DuplicateName { path: path.clone(), name, other: other.path.clone() });
@@ -312,6 +337,7 @@ impl LanguageFiles {
                 initial: Some(checked.component),
                 seen,
                 pending: None,
+                load_ms,
             });
         }
         let status = files
@@ -322,7 +348,9 @@ impl LanguageFiles {
                 sha256: file.sha256.clone(),
                 reloads: 0,
                 refusals: 0,
+                unchanged: 0,
                 last_refusal: None,
+                last_load_ms: file.load_ms,
             })
             .collect();
         Ok(LanguageFiles {
@@ -365,6 +393,7 @@ impl LanguageFiles {
                 sha256 = short(&file.sha256),
                 path = %file.path.display(),
                 replaces = self.displaced.contains_key(&file.name),
+                load_ms = file.load_ms,
                 "serving a Language from its file; watching it for changes"
             );
         }
@@ -405,25 +434,47 @@ impl LanguageFiles {
             file.pending = None;
             file.seen = stamp;
             let path = file.path.clone();
+            let started = Instant::now();
+            let before = platform.engine().function_cache_stats().unwrap_or_default();
             match check_file_off_thread(platform.engine(), &path, self.limit).await {
-                Ok(checked) => self.replace(index, checked, platform).await,
-                Err(error) => self.refuse(index, &error),
+                Ok(checked) => {
+                    let after = platform.engine().function_cache_stats().unwrap_or_default();
+                    let functions = (after.hits - before.hits, after.misses - before.misses, after.bytes);
+                    self.replace(index, checked, platform, started, functions).await
+                }
+                Err(error) => self.refuse(index, &error, started),
             }
         }
     }
 
     /// Serves a reloaded version of file `index`.
-    async fn replace(&mut self, index: usize, checked: Checked, platform: &Platform) {
+    /// `functions`: compiled functions reused and compiled by its load, and
+    /// the bytes the engine's function cache holds after it.
+    async fn replace(
+        &mut self,
+        index: usize,
+        checked: Checked,
+        platform: &Platform,
+        started: Instant,
+        (reused, compiled, cached_bytes): (u64, u64, usize),
+    ) {
         let name = checked.component.description().name.clone();
         let sha256 = checked.component.sha256().to_owned();
         let file = &self.files[index];
         if name == file.name && sha256 == file.sha256 {
-            tracing::debug!(path = %file.path.display(), language = %name, "the Language file changed back to the version serving");
+            // The same bytes: the engine handed back the component serving
+            // (compared by SHA-256), so nothing was compiled or installed.
+            let load_ms = elapsed_ms(started);
+            tracing::info!(path = %file.path.display(), language = %name, sha256 = short(&sha256), load_ms, "the Language file was rewritten with the same content; nothing to reload");
+            self.status.update(index, |status| {
+                status.unchanged += 1;
+                status.last_load_ms = load_ms;
+            });
             return;
         }
         if let Some(other) = self.files.iter().enumerate().find(|(at, other)| *at != index && other.name == name) {
             let error = LanguageFileError::DuplicateName { path: file.path.clone(), name, other: other.1.path.clone() };
-            self.refuse(index, &error);
+            self.refuse(index, &error, started);
             return;
         }
         let previous = file.name.clone();
@@ -447,11 +498,12 @@ impl LanguageFiles {
         for warning in checked.findings.iter().filter(|finding| finding.severity == LintSeverity::Warning) {
             tracing::warn!(language = %name, rule = warning.rule, "lint warning: {}", warning.message);
         }
+        let load_ms = elapsed_ms(started);
         let file = &mut self.files[index];
         if name == previous {
-            tracing::info!(language = %name, sha256 = short(&sha256), path = %file.path.display(), "Language reloaded from its file");
+            tracing::info!(language = %name, sha256 = short(&sha256), path = %file.path.display(), load_ms, functions_reused = reused, functions_compiled = compiled, function_cache_bytes = cached_bytes, "Language reloaded from its file");
         } else {
-            tracing::info!(language = %name, sha256 = short(&sha256), path = %file.path.display(), %previous, "Language reloaded from its file under a new name");
+            tracing::info!(language = %name, sha256 = short(&sha256), path = %file.path.display(), %previous, load_ms, functions_reused = reused, functions_compiled = compiled, "Language reloaded from its file under a new name");
         }
         file.name = name.clone();
         file.sha256 = sha256.clone();
@@ -459,23 +511,27 @@ impl LanguageFiles {
             status.name = name;
             status.sha256 = sha256;
             status.reloads += 1;
+            status.last_load_ms = load_ms;
         });
     }
 
     /// Records a refused version of file `index`; the previous one keeps
     /// serving.
-    fn refuse(&self, index: usize, error: &LanguageFileError) {
+    fn refuse(&self, index: usize, error: &LanguageFileError, started: Instant) {
+        let load_ms = elapsed_ms(started);
         let file = &self.files[index];
         tracing::warn!(
             path = %file.path.display(),
             serving = %file.name,
             sha256 = short(&file.sha256),
+            load_ms,
             "the Language file was not reloaded; the previous version keeps serving. {error}"
         );
         let message = error.to_string();
         self.status.update(index, |status| {
             status.refusals += 1;
             status.last_refusal = Some(message);
+            status.last_load_ms = load_ms;
         });
     }
 }

@@ -209,6 +209,15 @@ async fn a_language_file_is_served_and_reloaded_when_it_changes_and_a_bad_versio
     let fine = ok_listening(&client, "validate_hostile", json!({"program": "fine"})).await;
     assert_eq!(fine["valid"], true);
 
+    // The same bytes written again (a rebuild that changed nothing): seen,
+    // not reloaded, nothing announced.
+    let announced = seen.load(Ordering::SeqCst);
+    replace_file(&file, HOSTILE);
+    let status = status_until(&server, "the unchanged rewrite seen", |status| status.unchanged == 1).await;
+    assert_eq!((status.reloads, status.refusals), (1, 0), "{status:?}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(seen.load(Ordering::SeqCst), announced, "no list_changed for an unchanged file");
+
     // Garbage written in place: refused, the last good version serves.
     std::fs::write(&file, b"\0asm, or rather not: half a build").unwrap();
     let status = status_until(&server, "the garbage refused", |status| status.refusals == 1).await;
@@ -261,6 +270,21 @@ async fn a_language_file_named_like_a_bundled_one_replaces_it_until_it_declares_
     let demo = server.platform.tenant("demo").expect("the demo tenant");
     assert_eq!(demo.language("workflow/v1").unwrap().component.sha256(), sha256(&fork), "the fork serves");
     let client = crate::endpoint::client(&server.mcp_url()).await;
+    let valid = ok(&client, "validate_workflow", json!({"workflow": spec_program()})).await;
+    assert_eq!(valid["valid"], true);
+
+    // A rebuild with other bytes but the same functions (as a
+    // componentize-js build of unchanged sources is): compiled from the
+    // functions the engine already holds, and the time reported.
+    let before = server.platform.engine().function_cache_stats().expect("a server with Language files has one");
+    let rebuilt = with_custom_section(pilotage_bundled::WORKFLOW, b"the same fork, built again");
+    replace_file(&file, &rebuilt);
+    let status = status_until(&server, "the rebuilt fork", |status| status.reloads == 1).await;
+    assert_eq!(status.sha256, sha256(&rebuilt));
+    let after = server.platform.engine().function_cache_stats().unwrap();
+    let (hits, misses) = (after.hits - before.hits, after.misses - before.misses);
+    // Seen here: 814 reused, 31 compiled.
+    assert!(hits > 100 && misses * 10 < hits, "the rebuild reused its functions: {hits} reused, {misses} compiled");
     let valid = ok(&client, "validate_workflow", json!({"workflow": spec_program()})).await;
     assert_eq!(valid["valid"], true);
 

@@ -100,7 +100,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => block_on(serve(args)),
         Command::Migrate(args) => block_on(migrate(args)),
         Command::DemoWorld { listen } => block_on(demo_world(listen)),
-        Command::Language(LanguageCommand::New { name, dir, sdk }) => language_new(&name, dir, sdk),
+        Command::Language(LanguageCommand::New { name, lang, dir, sdk }) => language_new(&name, dir, sdk, lang),
         Command::Language(LanguageCommand::Check(args)) => language_check(args),
         Command::Language(LanguageCommand::Publish { tenant, component, server, admin_token }) => {
             block_on(publish(&server, admin_token.as_deref(), &tenant, &component))

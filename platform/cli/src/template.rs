@@ -1,13 +1,16 @@
-//! `pilotage language new NAME`: a Language crate made from the example
-//! Language recipe/v1 (`languages/recipe`, the one `docs/writing-a-language.md`
-//! walks through), renamed `NAME/v1`, that builds for `wasm32-wasip2`, passes
-//! `pilotage language check` and the conformance vectors that apply to it,
-//! with its tests and its conformance binding.
+//! `pilotage language new NAME [--lang rust|js]`: a Language made from the
+//! example Language recipe/v1, renamed `NAME/v1`, that builds into a
+//! component, passes `pilotage language check` and the conformance vectors
+//! that apply to it, with its conformance binding. In Rust (the default) it
+//! is a crate made from `languages/recipe` (the one
+//! `docs/writing-a-language.md` walks through), with its tests; in
+//! JavaScript, a package made from its twin `languages/recipe-js`, built by
+//! componentize-js.
 //!
 //! The template is the example itself, embedded at build time, so the two
-//! cannot drift: the example's tests and its conformance run in this
-//! repository's `cargo test`, and a crate made from it is built and checked
-//! there too (`platform/cli/tests/all/language_authoring.rs`).
+//! cannot drift: the examples' tests and conformance run in this
+//! repository's `cargo test`, and a Language made from each is built and
+//! checked there too (`platform/cli/tests/all/language_authoring.rs`).
 
 use std::path::{Path, PathBuf};
 
@@ -17,6 +20,20 @@ const LIB: &str = include_str!("../../../languages/recipe/src/lib.rs");
 const TESTS: &str = include_str!("../../../languages/recipe/src/tests.rs");
 const CORE_GUIDE: &str = include_str!("../../../languages/recipe/guides/core.md");
 const BINDING: &str = include_str!("../../../tests/conformance/recipe.json");
+const JS_SOURCE: &str = include_str!("../../../languages/recipe-js/src/recipe.js");
+const JS_BUILD: &str = include_str!("../../../languages/recipe-js/build.mjs");
+const JS_PACKAGE: &str = include_str!("../../../languages/recipe-js/package.json");
+const JS_LOCK: &str = include_str!("../../../languages/recipe-js/package-lock.json");
+
+/// What a new Language is written in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum SourceLanguage {
+    /// A Rust crate on the guest SDK, built for `wasm32-wasip2` by cargo.
+    #[default]
+    Rust,
+    /// A JavaScript package built by componentize-js (npm).
+    Js,
+}
 /// The workspace's lock file: a new crate resolves the same versions of the
 /// guest SDK's dependencies as the bundled Languages.
 const LOCK: &str = include_str!("../../../Cargo.lock");
@@ -49,14 +66,15 @@ pub enum TemplateError {
     },
 }
 
-/// Writes the crate of Language `name/v1` into `dir` (created; it must not
-/// exist or be empty), depending on the guest SDK at `sdk`. Returns the
-/// files written, relative to `dir`.
+/// Writes Language `name/v1` in `source` into `dir` (created; it must not
+/// exist or be empty), depending on the guest SDK at `sdk` (its crate for
+/// Rust, its WIT for every source language). Returns the files written,
+/// relative to `dir`.
 ///
 /// # Errors
 /// [`TemplateError`] for a bad name, a non-empty folder, a missing SDK or a
 /// failed write.
-pub fn write(dir: &Path, name: &str, sdk: &Path) -> Result<Vec<&'static str>, TemplateError> {
+pub fn write(dir: &Path, name: &str, sdk: &Path, source: SourceLanguage) -> Result<Vec<String>, TemplateError> {
     let usable = name.len() <= 40
         && name.starts_with(|c: char| c.is_ascii_lowercase())
         && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
@@ -85,22 +103,102 @@ pub fn write(dir: &Path, name: &str, sdk: &Path) -> Result<Vec<&'static str>, Te
         .replace("_recipe\"", &format!("_{tool}\""))
     };
     let sdk_path = sdk.display().to_string().replace('\\', "/");
-    let files: [(&'static str, String); 8] = [
-        ("Cargo.toml", manifest(name, &sdk_path)),
-        ("Cargo.lock", LOCK.to_owned()),
-        ("src/lib.rs", rename(LIB)),
-        ("src/tests.rs", rename(TESTS)),
-        ("guides/core.md", rename(CORE_GUIDE)),
-        ("conformance.json", rename(BINDING)),
-        ("README.md", readme(name)),
-        (".gitignore", "/target\n/.pilotage\n".to_owned()),
-    ];
+    let mut files: Vec<(String, String)> =
+        vec![("guides/core.md".into(), rename(CORE_GUIDE)), ("conformance.json".into(), rename(BINDING))];
+    match source {
+        SourceLanguage::Rust => files.extend([
+            ("Cargo.toml".into(), manifest(name, &sdk_path)),
+            ("Cargo.lock".into(), LOCK.to_owned()),
+            ("src/lib.rs".into(), rename(LIB)),
+            ("src/tests.rs".into(), rename(TESTS)),
+            ("README.md".into(), readme(name)),
+            (".gitignore".into(), "/target\n/.pilotage\n".to_owned()),
+        ]),
+        SourceLanguage::Js => files.extend(javascript(name, &sdk_path)),
+    }
     for (file, text) in &files {
         let path = dir.join(file);
         let written = path.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|()| std::fs::write(&path, text));
         written.map_err(|source| TemplateError::Write { path, source })?;
     }
-    Ok(files.iter().map(|(file, _)| *file).collect())
+    Ok(files.into_iter().map(|(file, _)| file).collect())
+}
+
+/// Everything before the first line that is not a `//` comment: the
+/// example's own header, which speaks of the example.
+fn without_header(text: &str) -> &str {
+    let body = text.lines().take_while(|line| line.starts_with("//")).map(|line| line.len() + 1).sum::<usize>();
+    text.get(body..).unwrap_or(text).trim_start_matches('\n')
+}
+
+/// The JavaScript package of `name/v1`: recipe-js renamed, its build
+/// reading the package's own core guide and the guest SDK's WIT.
+fn javascript(name: &str, sdk: &str) -> Vec<(String, String)> {
+    let source = without_header(JS_SOURCE)
+        .replace("recipe/v1", &format!("{name}/v1"))
+        .replace("'Recipes: ", &format!("'{name}/v1: "))
+        .replace("programArgument: 'recipe'", &format!("programArgument: '{name}'"))
+        .replace("'recipe-", &format!("'{name}-"))
+        .replace("from languages/recipe/guides/core.md", "from guides/core.md");
+    let source = format!(
+        "// {name}/v1, made by `pilotage language new --lang js` from the JavaScript\n\
+         // twin of the example Language (docs/writing-a-language.md, \"In another\n\
+         // source language: JavaScript\"). build.mjs makes it a component with\n\
+         // componentize-js.\n\n{source}"
+    );
+    let wit = serde_json::to_string(&format!("{sdk}/wit")).unwrap_or_default();
+    let build = without_header(JS_BUILD)
+        .replace("join(here, '../recipe/guides/core.md')", "join(here, 'guides/core.md')")
+        .replace("join(here, '../../guest-sdk/wit')", &wit)
+        .replace("'recipe.js'", &format!("'{name}.js'"))
+        .replace("'recipe-js-'", &format!("'{name}-js-'"))
+        .replace("from languages/recipe/guides/core.md", "from guides/core.md");
+    let build = format!(
+        "// Builds {name}/v1 (src/{name}.js) into a component of the WIT world\n\
+         // `language` (the guest SDK's, at {sdk}/wit) with componentize-js:\n\
+         //\n\
+         //     node build.mjs OUT.wasm\n\n{build}"
+    );
+    let package = JS_PACKAGE
+        .replace("\"recipe-js\"", &format!("\"{name}\""))
+        .replace("../../target/recipe-js/recipe.wasm", &format!("{}.wasm", name.replace('-', "_")))
+        .lines()
+        .filter(|line| !line.trim_start().starts_with("\"description\""))
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n";
+    let lock = JS_LOCK.replace("\"recipe-js\"", &format!("\"{name}\""));
+    vec![
+        (format!("src/{name}.js"), source),
+        ("build.mjs".into(), build),
+        ("package.json".into(), package),
+        ("package-lock.json".into(), lock),
+        ("README.md".into(), readme_js(name)),
+        (".gitignore".into(), "/node_modules\n/*.wasm\n/.pilotage\n".to_owned()),
+    ]
+}
+
+fn readme_js(name: &str) -> String {
+    format!(
+        r#"# {name}/v1
+
+A Pilotage Language in JavaScript, made by `pilotage language new {name} --lang js`
+from the JavaScript twin of recipe/v1, the example of `docs/writing-a-language.md`
+in the Pilotage Platform repository ("In another source language: JavaScript").
+
+    npm ci                                                  # componentize-js, into node_modules
+    node build.mjs {file}.wasm                              # the component
+    pilotage language check {file}.wasm
+    pilotage serve --language {file}.wasm
+    pilotage conformance --endpoint http://127.0.0.1:8480/mcp --language {name}/v1 --binding conformance.json
+
+`serve --language` reloads the component when the file changes: rebuild and
+retry from any MCP client. componentize-js builds are not byte-for-byte
+reproducible; the server reuses the compiled functions a rebuild shares with
+the version serving, so a reload takes a fraction of the first compilation.
+"#,
+        file = name.replace('-', "_")
+    )
 }
 
 fn manifest(name: &str, sdk: &str) -> String {
@@ -168,9 +266,12 @@ mod tests {
     fn names_that_cannot_be_a_family_are_refused() {
         let dir = std::env::temp_dir().join(format!("pilotage-template-{}", std::process::id()));
         for bad in ["", "Greet", "9lives", "a/b", "input", "x".repeat(41).as_str(), "g.r"] {
-            assert!(matches!(write(&dir, bad, &sdk()), Err(TemplateError::BadName(_))), "{bad}");
+            for source in [SourceLanguage::Rust, SourceLanguage::Js] {
+                assert!(matches!(write(&dir, bad, &sdk(), source), Err(TemplateError::BadName(_))), "{bad}");
+            }
         }
-        assert!(matches!(write(&dir, "greet", Path::new("/no/such/sdk")), Err(TemplateError::NoSdk(_))));
+        let nowhere = Path::new("/no/such/sdk");
+        assert!(matches!(write(&dir, "greet", nowhere, SourceLanguage::Rust), Err(TemplateError::NoSdk(_))));
         assert!(!dir.exists(), "nothing is written for a refused name");
     }
 
@@ -178,8 +279,8 @@ mod tests {
     fn the_crate_is_the_example_renamed() {
         let dir = std::env::temp_dir().join(format!("pilotage-template-ok-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let files = write(&dir, "greet-me", &sdk()).unwrap();
-        assert!(files.contains(&"src/lib.rs") && files.contains(&"conformance.json"));
+        let files = write(&dir, "greet-me", &sdk(), SourceLanguage::Rust).unwrap();
+        assert!(files.iter().any(|f| f == "src/lib.rs") && files.iter().any(|f| f == "conformance.json"));
         let lib = std::fs::read_to_string(dir.join("src/lib.rs")).unwrap();
         assert!(lib.contains("name: \"greet-me/v1\"") && lib.contains("program_argument: \"greet-me\""));
         assert!(!lib.contains("recipe/v1\"") && lib.contains("\"greet-me-core\""));
@@ -187,7 +288,39 @@ mod tests {
         let binding = std::fs::read_to_string(dir.join("conformance.json")).unwrap();
         assert!(binding.contains("\"validate_greet_me\"") && binding.contains("\"greet-me/v1\""));
         assert!(!binding.contains("recipe"), "the binding still names recipe");
-        assert!(matches!(write(&dir, "again", &sdk()), Err(TemplateError::NotEmpty(_))));
+        assert!(matches!(write(&dir, "again", &sdk(), SourceLanguage::Rust), Err(TemplateError::NotEmpty(_))));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_javascript_package_is_the_twin_renamed_and_built_from_its_own_files() {
+        let dir = std::env::temp_dir().join(format!("pilotage-template-js-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let files = write(&dir, "greet-me", &sdk(), SourceLanguage::Js).unwrap();
+        for file in ["src/greet-me.js", "build.mjs", "package.json", "package-lock.json", "guides/core.md"] {
+            assert!(files.iter().any(|f| f == file), "{file} in {files:?}");
+        }
+        let source = std::fs::read_to_string(dir.join("src/greet-me.js")).unwrap();
+        assert!(source.contains("name: 'greet-me/v1'") && source.contains("programArgument: 'greet-me'"));
+        assert!(source.contains("'greet-me-core'") && source.contains("title: 'greet-me/v1: calls to catalog"));
+        assert!(!source.contains("recipe/v1") && !source.contains("'recipe"), "the source still names recipe");
+        let build = std::fs::read_to_string(dir.join("build.mjs")).unwrap();
+        assert!(build.contains("join(here, 'guides/core.md')") && build.contains("'greet-me.js'"));
+        let wit = serde_json::to_string(&format!("{}/wit", sdk().canonicalize().unwrap().display())).unwrap();
+        assert!(build.contains(&wit), "the build reads the SDK's WIT: {wit}");
+        assert!(!build.contains("../recipe") && !build.contains("guest-sdk/wit')"), "no path into the example");
+        let package: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("package.json")).unwrap()).unwrap();
+        assert_eq!(
+            (package["name"].as_str(), package["scripts"]["build"].as_str()),
+            (Some("greet-me"), Some("node build.mjs greet_me.wasm"))
+        );
+        let lock: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("package-lock.json")).unwrap()).unwrap();
+        assert_eq!(
+            (lock["name"].as_str(), lock["packages"][""]["name"].as_str()),
+            (Some("greet-me"), Some("greet-me"))
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

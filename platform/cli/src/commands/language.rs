@@ -25,12 +25,17 @@ use crate::output::say;
 
 #[derive(Subcommand)]
 pub(crate) enum LanguageCommand {
-    /// Create the crate of a new Language NAME/v1 from the example recipe/v1
-    /// (docs/writing-a-language.md): it builds for wasm32-wasip2, passes
-    /// `language check`, and carries its tests and conformance binding.
+    /// Create a new Language NAME/v1 from the example recipe/v1
+    /// (docs/writing-a-language.md): it builds into a component, passes
+    /// `language check`, and carries its conformance binding (and, in Rust,
+    /// its tests).
     New {
         /// The Language family: lowercase letters, digits, '-' or '_'.
         name: String,
+        /// What it is written in: a Rust crate on the guest SDK, or a
+        /// JavaScript package built by componentize-js.
+        #[arg(long = "lang", value_enum, default_value_t)]
+        lang: crate::template::SourceLanguage,
         /// The folder to create (default: ./NAME).
         #[arg(long)]
         dir: Option<PathBuf>,
@@ -77,18 +82,33 @@ pub(crate) struct CheckArgs {
 }
 
 /// `pilotage language new`: writes the crate and says what to run next.
-pub(crate) fn language_new(name: &str, dir: Option<PathBuf>, sdk: Option<PathBuf>) -> Result<ExitCode> {
-    use crate::template;
+pub(crate) fn language_new(
+    name: &str,
+    dir: Option<PathBuf>,
+    sdk: Option<PathBuf>,
+    lang: crate::template::SourceLanguage,
+) -> Result<ExitCode> {
+    use crate::template::{self, SourceLanguage};
     let dir = dir.unwrap_or_else(|| PathBuf::from(name));
     let sdk = sdk.unwrap_or_else(|| PathBuf::from(template::BUILT_SDK));
-    let files = template::write(&dir, name, &sdk)?;
+    let files = template::write(&dir, name, &sdk, lang)?;
     println!("created {name}/v1 in {}: {}", dir.display(), files.join(", "));
     let file = name.replace('-', "_");
     println!("next, in {}:", dir.display());
-    println!("  cargo test");
-    println!("  cargo build --release --target wasm32-wasip2");
-    println!("  pilotage language check target/wasm32-wasip2/release/{file}.wasm");
-    println!("  pilotage serve --language target/wasm32-wasip2/release/{file}.wasm");
+    let component = match lang {
+        SourceLanguage::Rust => {
+            println!("  cargo test");
+            println!("  cargo build --release --target wasm32-wasip2");
+            format!("target/wasm32-wasip2/release/{file}.wasm")
+        }
+        SourceLanguage::Js => {
+            println!("  npm ci");
+            println!("  node build.mjs {file}.wasm");
+            format!("{file}.wasm")
+        }
+    };
+    println!("  pilotage language check {component}");
+    println!("  pilotage serve --language {component}");
     Ok(ExitCode::SUCCESS)
 }
 

@@ -2,7 +2,8 @@
 //! that name their spec section and say how to fix them, in `language check`,
 //! in an upload's refusal and in the CLI; and `pilotage language new`, whose
 //! crate builds for wasm32-wasip2, passes its own tests, the lint, and the
-//! conformance vectors through the real endpoint.
+//! conformance vectors through the real endpoint, and whose JavaScript
+//! package (`--lang js`) installs, builds and passes the same.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -144,5 +145,60 @@ async fn a_new_language_builds_passes_its_tests_the_lint_and_the_vectors() {
     let served = root.join("greet.wasm");
     std::fs::copy(&component, &served).unwrap();
     run_language_file_vectors(served, &binding, 40).await;
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// Runs `program args` in `dir`, failing the test with its output.
+fn run_in(dir: &Path, program: &str, args: &[&str]) {
+    let output = Command::new(program)
+        .current_dir(dir)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap_or_else(|error| panic!("{program} cannot start (is it installed?): {error}"));
+    assert!(
+        output.status.success(),
+        "{program} {args:?} in {} failed:\n{}{}",
+        dir.display(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_javascript_language_installs_builds_passes_the_lint_and_the_vectors() {
+    let root = std::env::temp_dir().join(format!("pilotage-new-js-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let dir = root.join("greet-js");
+    // An unknown source language is refused by the CLI, and writes nothing.
+    let refused = Command::new(PILOTAGE)
+        .args(["language", "new", "greet", "--lang", "cobol", "--dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(!refused.status.success() && !dir.exists());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("possible values: rust, js"));
+    let made =
+        Command::new(PILOTAGE).args(["language", "new", "greet", "--lang", "js", "--dir"]).arg(&dir).output().unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let said = String::from_utf8_lossy(&made.stdout);
+    assert!(said.contains("created greet/v1") && said.contains("node build.mjs greet.wasm"), "{said}");
+
+    // What its README says: install componentize-js, build.
+    let dir_for_build = dir.clone();
+    tokio::task::spawn_blocking(move || {
+        run_in(&dir_for_build, "npm", &["ci", "--no-audit", "--no-fund"]);
+        run_in(&dir_for_build, "node", &["build.mjs", "greet.wasm"]);
+    })
+    .await
+    .unwrap();
+    let component = dir.join("greet.wasm");
+    let loaded = engine().load(&std::fs::read(&component).unwrap()).unwrap();
+    assert_eq!(loaded.description().name, "greet/v1");
+    let findings = lint(loaded.description());
+    assert!(findings.iter().all(|f| f.severity == LintSeverity::Warning), "{findings:?}");
+    let binding = Binding::from_file(&dir.join("conformance.json")).unwrap();
+    assert_eq!(binding.language, "greet/v1");
+    run_language_file_vectors(component, &binding, 40).await;
     std::fs::remove_dir_all(&root).unwrap();
 }

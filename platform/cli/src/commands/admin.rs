@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use serde_json::Value;
+use sha2::Digest as _;
 
 use crate::output::{print_json, say};
 
@@ -252,6 +253,26 @@ pub(crate) async fn publish(
 ) -> Result<ExitCode> {
     let bytes = std::fs::read(component).with_context(|| format!("cannot read {}", component.display()))?;
     let client = AdminClient::new(server, token);
+    // A component the tenant already serves is not sent again: the author's
+    // loop can publish after every build without waiting on an upload and a
+    // compilation that would change nothing. A failed look-up just uploads
+    // (the upload then says what is wrong).
+    let sha256 = hex::encode(sha2::Sha256::digest(&bytes));
+    if let Ok(listed) = client.send(reqwest::Method::GET, &format!("/tenants/{tenant}/languages"), None, "").await
+        && let Some(serving) = listed["languages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|language| language["sha256"] == sha256.as_str() && language["active"] == true)
+    {
+        eprintln!(
+            "{} already serves tenant {tenant} with these bytes (sha256 {}): nothing uploaded",
+            serving["name"].as_str().unwrap_or("the Language"),
+            &sha256[..12]
+        );
+        print_json(serving)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     eprint!("uploading {} ({} KiB) to tenant {tenant}… ", component.display(), bytes.len() / 1024);
     let started = std::time::Instant::now();
     let result = client

@@ -74,20 +74,28 @@ async fn a_refused_upload_shows_each_finding_with_its_fix_in_the_api_and_the_cli
     assert!(!output.status.success(), "{stderr}");
     assert!(stderr.contains("error [reserved-codes]") && stderr.contains("fix: build `diagnostic-codes`"), "{stderr}");
     assert_eq!(stderr.matches("\n    fix: ").count(), findings.len(), "{stderr}");
-    // The good polarity: the example Language is accepted.
-    let recipe = std::fs::read(crate::conformance::recipe_component()).unwrap();
-    let response = reqwest::Client::new()
-        .post(&url)
-        .bearer_auth(ADMIN_TOKEN)
-        .header("content-type", "application/wasm")
-        .body(recipe)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 201, "{}", response.text().await.unwrap_or_default());
+    // The good polarity, from the author's loop: the example Language is
+    // published by one command; published again unchanged, nothing is sent.
+    let publish = || {
+        tokio::process::Command::new(PILOTAGE)
+            .args(["language", "publish", "demo"])
+            .arg(crate::conformance::recipe_component())
+            .args(["--server", &server_url, "--admin-token", ADMIN_TOKEN])
+            .output()
+    };
+    let first = publish().await.unwrap();
+    let said = String::from_utf8_lossy(&first.stderr);
+    assert!(first.status.success() && said.contains("uploading") && said.contains("done in"), "{said}");
     let (status, listed) = admin(&server, reqwest::Method::GET, "/tenants/demo/languages", None).await;
     assert_eq!(status, 200);
     assert!(listed.to_string().contains("recipe/v1"), "{listed}");
+    let second = publish().await.unwrap();
+    let said = String::from_utf8_lossy(&second.stderr);
+    assert!(second.status.success(), "{said}");
+    assert!(said.contains("recipe/v1 already serves tenant demo") && !said.contains("uploading"), "{said}");
+    let (_, audit) = admin(&server, reqwest::Method::GET, "/audit", None).await;
+    let uploads = audit.to_string().matches("\"language.upload\"").count();
+    assert_eq!(uploads, 1, "one upload audited: {audit}");
     let _ = std::fs::remove_file(unfit_file);
     server.stop().await;
 }

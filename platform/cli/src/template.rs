@@ -1,11 +1,12 @@
-//! `pilotage language new NAME [--lang rust|js]`: a Language made from the
+//! `pilotage language new NAME [--lang rust|js|python]`: a Language made from the
 //! example Language recipe/v1, renamed `NAME/v1`, that builds into a
 //! component, passes `pilotage language check` and the conformance vectors
 //! that apply to it, with its conformance binding. In Rust (the default) it
 //! is a crate made from `languages/recipe` (the one
 //! `docs/writing-a-language.md` walks through), with its tests; in
 //! JavaScript, a package made from its twin `languages/recipe-js`, built by
-//! componentize-js.
+//! componentize-js; in Python, one made from `languages/recipe-py`, built by
+//! componentize-py.
 //!
 //! The template is the example itself, embedded at build time, so the two
 //! cannot drift: the examples' tests and conformance run in this
@@ -24,6 +25,16 @@ const JS_SOURCE: &str = include_str!("../../../languages/recipe-js/src/recipe.js
 const JS_BUILD: &str = include_str!("../../../languages/recipe-js/build.mjs");
 const JS_PACKAGE: &str = include_str!("../../../languages/recipe-js/package.json");
 const JS_LOCK: &str = include_str!("../../../languages/recipe-js/package-lock.json");
+const PY_SOURCE: &str = include_str!("../../../languages/recipe-py/src/recipe.py");
+const PY_BUILD: &str = include_str!("../../../languages/recipe-py/build.py");
+const PY_REQUIREMENTS: &str = include_str!("../../../languages/recipe-py/requirements.txt");
+/// The recipe's helper modules, ported from the guest SDK: copied as they are.
+const PY_HELPERS: [(&str, &str); 4] = [
+    ("catalog_calls.py", include_str!("../../../languages/recipe-py/src/catalog_calls.py")),
+    ("closed_sets.py", include_str!("../../../languages/recipe-py/src/closed_sets.py")),
+    ("hints.py", include_str!("../../../languages/recipe-py/src/hints.py")),
+    ("json_text.py", include_str!("../../../languages/recipe-py/src/json_text.py")),
+];
 
 /// What a new Language is written in.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -33,6 +44,8 @@ pub enum SourceLanguage {
     Rust,
     /// A JavaScript package built by componentize-js (npm).
     Js,
+    /// A Python package built by componentize-py (PyPI).
+    Python,
 }
 /// The workspace's lock file: a new crate resolves the same versions of the
 /// guest SDK's dependencies as the bundled Languages.
@@ -115,6 +128,7 @@ pub fn write(dir: &Path, name: &str, sdk: &Path, source: SourceLanguage) -> Resu
             (".gitignore".into(), "/target\n/.pilotage\n".to_owned()),
         ]),
         SourceLanguage::Js => files.extend(javascript(name, &sdk_path)),
+        SourceLanguage::Python => files.extend(python(name, &sdk_path)),
     }
     for (file, text) in &files {
         let path = dir.join(file);
@@ -176,6 +190,78 @@ fn javascript(name: &str, sdk: &str) -> Vec<(String, String)> {
         ("README.md".into(), readme_js(name)),
         (".gitignore".into(), "/node_modules\n/*.wasm\n/.pilotage\n".to_owned()),
     ]
+}
+
+/// Everything after the example's own docstring (which speaks of the
+/// example): the text after the first closing triple quote.
+fn without_docstring(text: &str) -> &str {
+    text.strip_prefix("\"\"\"")
+        .and_then(|rest| rest.split_once("\"\"\"\n"))
+        .map_or(text, |(_, body)| body)
+        .trim_start_matches('\n')
+}
+
+/// The Python package of `name/v1`: recipe-py renamed (its main module
+/// named after the Language, as componentize-py takes a module name), its
+/// build reading the package's own core guide and the guest SDK's WIT.
+fn python(name: &str, sdk: &str) -> Vec<(String, String)> {
+    let module = name.replace('-', "_");
+    let source = without_docstring(PY_SOURCE)
+        .replace("recipe/v1", &format!("{name}/v1"))
+        .replace("\"Recipes: ", &format!("\"{name}/v1: "))
+        .replace("program_argument=\"recipe\"", &format!("program_argument=\"{name}\""))
+        .replace("\"recipe-", &format!("\"{name}-"))
+        .replace("from languages/recipe/guides/core.md", "from guides/core.md");
+    let source = format!(
+        "\"\"\"{name}/v1, made by `pilotage language new --lang python` from the Python twin\n\
+         of the example Language (docs/writing-a-language.md). build.py makes it a\n\
+         component with componentize-py.\n\"\"\"\n\n{source}"
+    );
+    let wit = serde_json::to_string(&format!("{sdk}/wit")).unwrap_or_default();
+    let build = without_docstring(PY_BUILD)
+        .replace("HERE / \"../recipe/guides/core.md\"", "HERE / \"guides/core.md\"")
+        .replace("str(HERE / \"../../guest-sdk/wit\")", &wit)
+        .replace("prefix=\"recipe-py-\"", &format!("prefix=\"{module}-py-\""))
+        .replace("            \"recipe\",\n        ]", &format!("            \"{module}\",\n        ]"))
+        .replace("from languages/recipe/guides/core.md", "from guides/core.md");
+    let build = format!(
+        "\"\"\"Builds {name}/v1 (src/{module}.py and the helper modules beside it) into a\n\
+         component of the WIT world `language` (the guest SDK's, at {sdk}/wit) with\n\
+         componentize-py, run by the Python that has it installed (requirements.txt):\n\n    \
+         python build.py OUT.wasm\n\"\"\"\n\n{build}"
+    );
+    let mut files = vec![
+        (format!("src/{module}.py"), source),
+        ("build.py".into(), build),
+        ("requirements.txt".into(), PY_REQUIREMENTS.to_owned()),
+        ("README.md".into(), readme_py(name)),
+        (".gitignore".into(), "/.venv\n/*.wasm\n/.pilotage\n__pycache__/\n".to_owned()),
+    ];
+    files.extend(PY_HELPERS.iter().map(|(file, text)| (format!("src/{file}"), (*text).to_owned())));
+    files
+}
+
+fn readme_py(name: &str) -> String {
+    format!(
+        r#"# {name}/v1
+
+A Pilotage Language in Python, made by `pilotage language new {name} --lang python`
+from the Python twin of recipe/v1, the example of `docs/writing-a-language.md` in
+the Pilotage Platform repository ("In another source language: Python").
+
+    python3 -m venv .venv && .venv/bin/pip install -r requirements.txt   # componentize-py
+    .venv/bin/python build.py {file}.wasm                                  # the component
+    pilotage language check {file}.wasm
+    pilotage serve --language {file}.wasm
+    pilotage conformance --endpoint http://127.0.0.1:8480/mcp --language {name}/v1 --binding conformance.json
+
+`src/{file}.py` is the Language; the modules beside it port what the guest SDK
+gives a Rust author (closed sets and their guide, close-match hints, argument
+checks, serde_json's way with JSON text). `serve --language` reloads the
+component when the file changes: rebuild and retry from any MCP client.
+"#,
+        file = name.replace('-', "_")
+    )
 }
 
 fn readme_js(name: &str) -> String {
@@ -266,7 +352,7 @@ mod tests {
     fn names_that_cannot_be_a_family_are_refused() {
         let dir = std::env::temp_dir().join(format!("pilotage-template-{}", std::process::id()));
         for bad in ["", "Greet", "9lives", "a/b", "input", "x".repeat(41).as_str(), "g.r"] {
-            for source in [SourceLanguage::Rust, SourceLanguage::Js] {
+            for source in [SourceLanguage::Rust, SourceLanguage::Js, SourceLanguage::Python] {
                 assert!(matches!(write(&dir, bad, &sdk(), source), Err(TemplateError::BadName(_))), "{bad}");
             }
         }
@@ -321,6 +407,26 @@ mod tests {
             (lock["name"].as_str(), lock["packages"][""]["name"].as_str()),
             (Some("greet-me"), Some("greet-me"))
         );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_python_package_is_the_twin_renamed_and_built_from_its_own_files() {
+        let dir = std::env::temp_dir().join(format!("pilotage-template-py-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let files = write(&dir, "greet-me", &sdk(), SourceLanguage::Python).unwrap();
+        for file in ["src/greet_me.py", "src/closed_sets.py", "build.py", "requirements.txt", "guides/core.md"] {
+            assert!(files.iter().any(|f| f == file), "{file} in {files:?}");
+        }
+        let source = std::fs::read_to_string(dir.join("src/greet_me.py")).unwrap();
+        assert!(source.contains("name=\"greet-me/v1\"") && source.contains("program_argument=\"greet-me\""));
+        assert!(source.contains("\"greet-me-core\"") && source.contains("title=\"greet-me/v1: calls to catalog"));
+        assert!(!source.contains("recipe/v1") && !source.contains("\"recipe"), "the source still names recipe");
+        let build = std::fs::read_to_string(dir.join("build.py")).unwrap();
+        assert!(build.contains("HERE / \"guides/core.md\"") && build.contains("            \"greet_me\",\n        ]"));
+        let wit = serde_json::to_string(&format!("{}/wit", sdk().canonicalize().unwrap().display())).unwrap();
+        assert!(build.contains(&wit), "the build reads the SDK's WIT: {wit}");
+        assert!(!build.contains("../recipe") && !build.contains("\"recipe\""), "no path into the example");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

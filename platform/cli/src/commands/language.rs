@@ -32,8 +32,9 @@ pub(crate) enum LanguageCommand {
     New {
         /// The Language family: lowercase letters, digits, '-' or '_'.
         name: String,
-        /// What it is written in: a Rust crate on the guest SDK, or a
-        /// JavaScript package built by componentize-js.
+        /// What it is written in: a Rust crate on the guest SDK, a
+        /// JavaScript package built by componentize-js, or a Python one
+        /// built by componentize-py.
         #[arg(long = "lang", value_enum, default_value_t)]
         lang: crate::template::SourceLanguage,
         /// The folder to create (default: ./NAME).
@@ -104,6 +105,11 @@ pub(crate) fn language_new(
         SourceLanguage::Js => {
             println!("  npm ci");
             println!("  node build.mjs {file}.wasm");
+            format!("{file}.wasm")
+        }
+        SourceLanguage::Python => {
+            println!("  python3 -m venv .venv && .venv/bin/pip install -r requirements.txt");
+            println!("  .venv/bin/python build.py {file}.wasm");
             format!("{file}.wasm")
         }
     };

@@ -38,6 +38,16 @@ pub struct Bounds {
     /// Wasm stack the component may use, in bytes (bounds recursion).
     /// Overrun: `bounds_exceeded` / `resource_exhausted`.
     pub wasm_stack_bytes: u64,
+    /// Core WebAssembly module instances one component may create when it
+    /// is instantiated (each of its modules, linked at instantiation, is
+    /// one). Bounds the share of the engine's pool (1,024 core instances
+    /// in all, so at least 32 concurrent instances at the default) one
+    /// instance can take. Components built from Rust or JavaScript use a
+    /// handful; CPython built by componentize-py with its WASI stubs uses
+    /// 38.
+    /// At most 1,024. Overrun: the component is refused when it is loaded
+    /// (`not a valid WebAssembly component`).
+    pub core_instances_per_component: u32,
     /// Largest program accepted, in bytes of its JSON text or text.
     /// Overrun: `bounds_exceeded`, before the component is called.
     pub program_bytes: u64,
@@ -73,6 +83,7 @@ impl Default for Bounds {
             execution: CallBounds { fuel: 20_000_000_000, wall_time_ms: 30_000 },
             memory_bytes: 64 << 20,
             wasm_stack_bytes: 512 << 10,
+            core_instances_per_component: 32,
             program_bytes: 1 << 20,
             nesting_depth: 64,
             invocations_per_run: 1_000,

@@ -111,7 +111,7 @@ impl Engine {
             .total_stacks(0)
             .max_memory_size(bounds.memory_bytes as usize)
             .max_component_instance_size(1 << 20)
-            .max_core_instances_per_component(32)
+            .max_core_instances_per_component(bounds.core_instances_per_component)
             .max_memories_per_component(4)
             .max_tables_per_component(8)
             .table_elements(20_000)

@@ -416,6 +416,12 @@ impl Settings {
                 ),
             });
         }
+        if !(1..=1024).contains(&self.bounds.core_instances_per_component) {
+            return Err(ConfigError::Invalid {
+                field: "bounds.core_instances_per_component",
+                message: "must be between 1 and 1024 (the engine's pool of core instances)".into(),
+            });
+        }
         if self.request_timeout_ms <= self.bounds.execution.wall_time_ms {
             return Err(ConfigError::Invalid {
                 field: "request_timeout_ms",
@@ -851,6 +857,24 @@ mod tests {
             ..Settings::default()
         };
         good.check().unwrap();
+    }
+
+    #[test]
+    fn core_instances_per_component_is_checked_against_the_pool() {
+        assert_eq!(Settings::default().bounds.core_instances_per_component, 32);
+        let mut settings: Settings = toml::from_str("[bounds]\ncore_instances_per_component = 64\n").unwrap();
+        assert_eq!(settings.bounds.core_instances_per_component, 64);
+        assert!(settings.check().is_ok(), "an operator may raise it within the pool");
+        for refused in [0, 1025] {
+            settings.bounds.core_instances_per_component = refused;
+            assert!(
+                matches!(
+                    settings.check(),
+                    Err(ConfigError::Invalid { field: "bounds.core_instances_per_component", .. })
+                ),
+                "{refused} is refused"
+            );
+        }
     }
 
     #[test]

@@ -431,9 +431,22 @@ pub fn recipe_component() -> std::path::PathBuf {
 /// a server serving `component` as a Language file (`serve --language`),
 /// as a Language author's own component would be checked.
 pub async fn run_language_file_vectors(component: std::path::PathBuf, binding: &Binding, passed_at_least: usize) {
+    run_language_file_vectors_under(component, binding, passed_at_least, |_| {}).await;
+}
+
+/// As [`run_language_file_vectors`], on a server whose bounds `operator`
+/// changes as an operator's configuration would (after the test settings,
+/// whose execution wall time is 1.5 s).
+pub async fn run_language_file_vectors_under(
+    component: std::path::PathBuf,
+    binding: &Binding,
+    passed_at_least: usize,
+    operator: impl FnOnce(&mut pilotage_engine::Bounds),
+) {
     let mut settings = settings(Backend::Sqlite).await;
     settings.retention = "PT1H".to_owned();
     settings.bounds.execution.wall_time_ms = 1_500;
+    operator(&mut settings.bounds);
     settings.request_timeout_ms = 12_000;
     settings.languages = vec![component];
     let server = server(settings).await;

@@ -3,7 +3,8 @@
 //! in an upload's refusal and in the CLI; and `pilotage language new`, whose
 //! crate builds for wasm32-wasip2, passes its own tests, the lint, and the
 //! conformance vectors through the real endpoint, and whose JavaScript
-//! package (`--lang js`) installs, builds and passes the same.
+//! (`--lang js`) and Python (`--lang python`) packages build and pass the
+//! same.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -12,10 +13,11 @@ use pilotage_client::conformance::binding::Binding;
 use pilotage_engine::lint::{LintSeverity, fix_for, has_errors, lint};
 use serde_json::Value;
 
-use crate::conformance::run_language_file_vectors;
+use crate::conformance::{run_language_file_vectors, run_language_file_vectors_under};
 use crate::endpoint::{Backend, server, settings};
-use crate::support::engine;
+use crate::support::{engine, test_bounds};
 use crate::tenancy::{ADMIN_TOKEN, admin};
+use pilotage_engine::{Bounds, Engine};
 
 const PILOTAGE: &str = env!("CARGO_BIN_EXE_pilotage");
 
@@ -208,5 +210,45 @@ async fn a_new_javascript_language_installs_builds_passes_the_lint_and_the_vecto
     let binding = Binding::from_file(&dir.join("conformance.json")).unwrap();
     assert_eq!(binding.language, "greet/v1");
     run_language_file_vectors(component, &binding, 40).await;
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_python_language_builds_passes_the_lint_and_the_vectors() {
+    let root = std::env::temp_dir().join(format!("pilotage-new-py-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let dir = root.join("greet-py");
+    let made = Command::new(PILOTAGE)
+        .args(["language", "new", "greet", "--lang", "python", "--dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let said = String::from_utf8_lossy(&made.stdout);
+    assert!(said.contains("created greet/v1") && said.contains("build.py greet.wasm"), "{said}");
+
+    // Built as its README says, with the Python that has componentize-py
+    // from the same pinned requirements (the Python twin's environment,
+    // installed on first use, instead of a second download).
+    let dir_for_build = dir.clone();
+    tokio::task::spawn_blocking(move || {
+        let python = crate::language_py::install_dependencies().unwrap_or_else(|error| panic!("{error}"));
+        run_in(&dir_for_build, &python, &["build.py", "greet.wasm"]);
+    })
+    .await
+    .unwrap();
+    let component = dir.join("greet.wasm");
+    let bounds = Bounds { core_instances_per_component: crate::language_py::CORE_INSTANCES, ..test_bounds() };
+    let engine = Engine::new(bounds, None).unwrap();
+    let loaded = engine.load(&std::fs::read(&component).unwrap()).unwrap();
+    assert_eq!(loaded.description().name, "greet/v1");
+    let findings = lint(loaded.description());
+    assert!(findings.iter().all(|f| f.severity == LintSeverity::Warning), "{findings:?}");
+    let binding = Binding::from_file(&dir.join("conformance.json")).unwrap();
+    assert_eq!(binding.language, "greet/v1");
+    run_language_file_vectors_under(component, &binding, 40, |bounds| {
+        bounds.core_instances_per_component = crate::language_py::CORE_INSTANCES
+    })
+    .await;
     std::fs::remove_dir_all(&root).unwrap();
 }

@@ -37,13 +37,13 @@ const VENV: &str = "target/recipe-py/venv";
 const REQUIREMENTS: &str = "languages/recipe-py/requirements.txt";
 /// The core instances per component an operator allows to serve the
 /// Python recipe (it needs 38; the default is 32).
-const CORE_INSTANCES: u32 = 64;
+pub(crate) const CORE_INSTANCES: u32 = 64;
 
 /// The Python of [`VENV`], with componentize-py installed from
 /// [`REQUIREMENTS`] when the environment is missing or older than them.
 /// A copy of the requirements inside the environment records what was
 /// installed and when.
-fn install_dependencies() -> Result<String, String> {
+pub(crate) fn install_dependencies() -> Result<String, String> {
     let venv = repository().join(VENV);
     let python = venv.join("bin/python3");
     let installed = venv.join("installed-requirements.txt");

@@ -251,11 +251,14 @@ the Pilotage Platform repository ("In another source language: Python").
 
     python3 -m venv .venv && .venv/bin/pip install -r requirements.txt   # componentize-py
     .venv/bin/python build.py {file}.wasm                                  # the component
-    pilotage language check {file}.wasm
-    pilotage serve --language {file}.wasm
+    pilotage language check --core-instances-per-component 64 {file}.wasm
+    pilotage serve --core-instances-per-component 64 --language {file}.wasm
     pilotage conformance --endpoint http://127.0.0.1:8480/mcp --language {name}/v1 --binding conformance.json
 
-`src/{file}.py` is the Language; the modules beside it port what the guest SDK
+The component embeds CPython, which links 38 core module instances; the
+platform allows 32 per component unless the operator raises
+`bounds.core_instances_per_component` (the flag above, or the `--config` file),
+as a server hosting this Language must. `src/{file}.py` is the Language; the modules beside it port what the guest SDK
 gives a Rust author (closed sets and their guide, close-match hints, argument
 checks, serde_json's way with JSON text). `serve --language` reloads the
 component when the file changes: rebuild and retry from any MCP client.

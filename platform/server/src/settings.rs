@@ -632,6 +632,13 @@ pub const FLAGS: &[Flag] = &[
         "Memory per component instance, bytes",
     ),
     flag(
+        "core-instances-per-component",
+        "PILOTAGE_CORE_INSTANCES_PER_COMPONENT",
+        "bounds.core_instances_per_component",
+        "N",
+        "Core module instances one component may link, at most 1024 (componentize-py's CPython links 38)",
+    ),
+    flag(
         "idempotency-lease-ms",
         "PILOTAGE_IDEMPOTENCY_LEASE_MS",
         "idempotency.lease_ms",

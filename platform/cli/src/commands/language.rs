@@ -80,6 +80,11 @@ pub(crate) struct CheckArgs {
     /// Execute the program when it is valid.
     #[arg(long, requires = "program")]
     execute: bool,
+    /// Core module instances the component may link, as the server's
+    /// `bounds.core_instances_per_component` (a Python Language built by
+    /// componentize-py links 38; the default allows 32).
+    #[arg(long, default_value_t = Bounds::default().core_instances_per_component)]
+    core_instances_per_component: u32,
 }
 
 /// `pilotage language new`: writes the crate and says what to run next.
@@ -110,7 +115,11 @@ pub(crate) fn language_new(
         SourceLanguage::Python => {
             println!("  python3 -m venv .venv && .venv/bin/pip install -r requirements.txt");
             println!("  .venv/bin/python build.py {file}.wasm");
-            format!("{file}.wasm")
+            // CPython with componentize-py's WASI stubs links 38 core
+            // instances; the default bound is 32 (docs/writing-a-language.md).
+            println!("  pilotage language check --core-instances-per-component 64 {file}.wasm");
+            println!("  pilotage serve --core-instances-per-component 64 --language {file}.wasm");
+            return Ok(ExitCode::SUCCESS);
         }
     };
     println!("  pilotage language check {component}");
@@ -132,7 +141,10 @@ impl Invoker for ExampleInvoker {
 }
 
 pub(crate) fn language_check(args: CheckArgs) -> Result<ExitCode> {
-    let engine = Engine::new(Bounds::default(), None)?;
+    let engine = Engine::new(
+        Bounds { core_instances_per_component: args.core_instances_per_component, ..Bounds::default() },
+        None,
+    )?;
     let component = engine.load_file(&args.component)?;
     let description = component.description();
     say!("Language {} ({})", description.name, description.title);

@@ -238,6 +238,22 @@ async fn a_new_python_language_builds_passes_the_lint_and_the_vectors() {
     .await
     .unwrap();
     let component = dir.join("greet.wasm");
+    // `language check` as the README says, with the bound raised; with the
+    // default it is refused, saying why.
+    let check = |raise: bool| {
+        let mut command = Command::new(PILOTAGE);
+        command.args(["language", "check"]);
+        if raise {
+            command.args(["--core-instances-per-component", "64"]);
+        }
+        command.arg(&component).output().unwrap()
+    };
+    let checked = check(true);
+    assert!(checked.status.success(), "{}", String::from_utf8_lossy(&checked.stderr));
+    let refused = check(false);
+    let why = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && why.contains("38 core module instances"), "{why}");
+    assert!(said.contains("--core-instances-per-component 64"), "the next steps say it: {said}");
     let bounds = Bounds { core_instances_per_component: crate::language_py::CORE_INSTANCES, ..test_bounds() };
     let engine = Engine::new(bounds, None).unwrap();
     let loaded = engine.load(&std::fs::read(&component).unwrap()).unwrap();

@@ -13,7 +13,7 @@ use pilotage_client::conformance::binding::Binding;
 use pilotage_engine::lint::{LintSeverity, fix_for, has_errors, lint};
 use serde_json::Value;
 
-use crate::conformance::{run_language_file_vectors, run_language_file_vectors_under};
+use crate::conformance::run_language_file_vectors_under;
 use crate::endpoint::{Backend, server, settings};
 use crate::support::{engine, test_bounds};
 use crate::tenancy::{ADMIN_TOKEN, admin};
@@ -121,43 +121,6 @@ fn cargo(dir: &Path, args: &[&str]) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_new_language_builds_passes_its_tests_the_lint_and_the_vectors() {
-    let root = std::env::temp_dir().join(format!("pilotage-new-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
-    let dir = root.join("greet");
-    // A bad name is refused with the rule, and writes nothing.
-    let refused = Command::new(PILOTAGE).args(["language", "new", "Greet/v1", "--dir"]).arg(&dir).output().unwrap();
-    assert!(!refused.status.success());
-    assert!(String::from_utf8_lossy(&refused.stderr).contains("cannot name a Language"));
-    assert!(!dir.exists());
-    let made = Command::new(PILOTAGE).args(["language", "new", "greet", "--dir"]).arg(&dir).output().unwrap();
-    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
-    assert!(String::from_utf8_lossy(&made.stdout).contains("created greet/v1"));
-
-    let dir_for_build = dir.clone();
-    tokio::task::spawn_blocking(move || {
-        cargo(&dir_for_build, &["test", "--quiet"]);
-        cargo(&dir_for_build, &["build", "--quiet", "--release", "--target", "wasm32-wasip2"]);
-    })
-    .await
-    .unwrap();
-    let component: PathBuf = crate::support::repository().join("target/language-new/wasm32-wasip2/release/greet.wasm");
-    let loaded = engine().load(&std::fs::read(&component).unwrap()).unwrap();
-    assert_eq!(loaded.description().name, "greet/v1");
-    let findings = lint(loaded.description());
-    assert!(findings.iter().all(|f| f.severity == LintSeverity::Warning), "{findings:?}");
-
-    let binding = Binding::from_file(&dir.join("conformance.json")).unwrap();
-    assert_eq!(binding.language, "greet/v1");
-    // Copied out of the shared target folder, so a concurrent build cannot
-    // change the file the server watches.
-    let served = root.join("greet.wasm");
-    std::fs::copy(&component, &served).unwrap();
-    run_language_file_vectors(served, &binding, 40).await;
-    std::fs::remove_dir_all(&root).unwrap();
-}
-
 /// Runs `program args` in `dir`, failing the test with its output.
 fn run_in(dir: &Path, program: &str, args: &[&str]) {
     let output = Command::new(program)
@@ -175,24 +138,75 @@ fn run_in(dir: &Path, program: &str, args: &[&str]) {
     );
 }
 
+/// `pilotage language new greet --lang LANG` into a fresh folder under a
+/// fresh root: the root, the folder, and what the command printed (its
+/// next steps).
+fn new_greet(lang: &str) -> (PathBuf, PathBuf, String) {
+    let root = std::env::temp_dir().join(format!("pilotage-new-{lang}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let dir = root.join("greet");
+    let made =
+        Command::new(PILOTAGE).args(["language", "new", "greet", "--lang", lang, "--dir"]).arg(&dir).output().unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let said = String::from_utf8_lossy(&made.stdout).into_owned();
+    assert!(said.contains("created greet/v1"), "{said}");
+    (root, dir, said)
+}
+
+/// The built greet/v1 `component` loads on `engine`, has no lint error, and
+/// passes the vectors of the binding in `dir` through the endpoint, served
+/// from its file with the `core_instances_per_component` bound given.
+async fn greet_passes_the_lint_and_the_vectors(engine: &Engine, dir: &Path, component: PathBuf) {
+    let loaded = engine.load(&std::fs::read(&component).unwrap()).unwrap();
+    assert_eq!(loaded.description().name, "greet/v1");
+    let findings = lint(loaded.description());
+    assert!(findings.iter().all(|f| f.severity == LintSeverity::Warning), "{findings:?}");
+    let binding = Binding::from_file(&dir.join("conformance.json")).unwrap();
+    assert_eq!(binding.language, "greet/v1");
+    let core_instances = engine.bounds().core_instances_per_component;
+    run_language_file_vectors_under(component, &binding, 40, |bounds| {
+        bounds.core_instances_per_component = core_instances
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_language_builds_passes_its_tests_the_lint_and_the_vectors() {
+    // A bad name is refused with the rule, and writes nothing.
+    let nowhere = std::env::temp_dir().join(format!("pilotage-new-refused-{}", std::process::id()));
+    let refused = Command::new(PILOTAGE).args(["language", "new", "Greet/v1", "--dir"]).arg(&nowhere).output().unwrap();
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("cannot name a Language"));
+    assert!(!nowhere.exists());
+    let (root, dir, _) = new_greet("rust");
+
+    let dir_for_build = dir.clone();
+    tokio::task::spawn_blocking(move || {
+        cargo(&dir_for_build, &["test", "--quiet"]);
+        cargo(&dir_for_build, &["build", "--quiet", "--release", "--target", "wasm32-wasip2"]);
+    })
+    .await
+    .unwrap();
+    let component: PathBuf = crate::support::repository().join("target/language-new/wasm32-wasip2/release/greet.wasm");
+    // Copied out of the shared target folder, so a concurrent build cannot
+    // change the file the server watches.
+    let served = root.join("greet.wasm");
+    std::fs::copy(&component, &served).unwrap();
+    greet_passes_the_lint_and_the_vectors(engine(), &dir, served).await;
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_javascript_language_installs_builds_passes_the_lint_and_the_vectors() {
-    let root = std::env::temp_dir().join(format!("pilotage-new-js-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
-    let dir = root.join("greet-js");
     // An unknown source language is refused by the CLI, and writes nothing.
-    let refused = Command::new(PILOTAGE)
-        .args(["language", "new", "greet", "--lang", "cobol", "--dir"])
-        .arg(&dir)
-        .output()
-        .unwrap();
-    assert!(!refused.status.success() && !dir.exists());
-    assert!(String::from_utf8_lossy(&refused.stderr).contains("possible values: rust, js"));
-    let made =
-        Command::new(PILOTAGE).args(["language", "new", "greet", "--lang", "js", "--dir"]).arg(&dir).output().unwrap();
-    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
-    let said = String::from_utf8_lossy(&made.stdout);
-    assert!(said.contains("created greet/v1") && said.contains("node build.mjs greet.wasm"), "{said}");
+    let nowhere = std::env::temp_dir().join(format!("pilotage-new-cobol-{}", std::process::id()));
+    let refused =
+        Command::new(PILOTAGE).args(["language", "new", "greet", "--lang", "cobol", "--dir"]).arg(&nowhere).output();
+    let refused = refused.unwrap();
+    assert!(!refused.status.success() && !nowhere.exists());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("possible values: rust, js, python"));
+    let (root, dir, said) = new_greet("js");
+    assert!(said.contains("node build.mjs greet.wasm"), "{said}");
 
     // What its README says: install componentize-js, build.
     let dir_for_build = dir.clone();
@@ -202,30 +216,14 @@ async fn a_new_javascript_language_installs_builds_passes_the_lint_and_the_vecto
     })
     .await
     .unwrap();
-    let component = dir.join("greet.wasm");
-    let loaded = engine().load(&std::fs::read(&component).unwrap()).unwrap();
-    assert_eq!(loaded.description().name, "greet/v1");
-    let findings = lint(loaded.description());
-    assert!(findings.iter().all(|f| f.severity == LintSeverity::Warning), "{findings:?}");
-    let binding = Binding::from_file(&dir.join("conformance.json")).unwrap();
-    assert_eq!(binding.language, "greet/v1");
-    run_language_file_vectors(component, &binding, 40).await;
+    greet_passes_the_lint_and_the_vectors(engine(), &dir, dir.join("greet.wasm")).await;
     std::fs::remove_dir_all(&root).unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_python_language_builds_passes_the_lint_and_the_vectors() {
-    let root = std::env::temp_dir().join(format!("pilotage-new-py-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
-    let dir = root.join("greet-py");
-    let made = Command::new(PILOTAGE)
-        .args(["language", "new", "greet", "--lang", "python", "--dir"])
-        .arg(&dir)
-        .output()
-        .unwrap();
-    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
-    let said = String::from_utf8_lossy(&made.stdout);
-    assert!(said.contains("created greet/v1") && said.contains("build.py greet.wasm"), "{said}");
+    let (root, dir, said) = new_greet("python");
+    assert!(said.contains("build.py greet.wasm") && said.contains("--core-instances-per-component 64"), "{said}");
 
     // Built as its README says, with the Python that has componentize-py
     // from the same pinned requirements (the Python twin's environment,
@@ -253,18 +251,7 @@ async fn a_new_python_language_builds_passes_the_lint_and_the_vectors() {
     let refused = check(false);
     let why = String::from_utf8_lossy(&refused.stderr);
     assert!(!refused.status.success() && why.contains("38 core module instances"), "{why}");
-    assert!(said.contains("--core-instances-per-component 64"), "the next steps say it: {said}");
     let bounds = Bounds { core_instances_per_component: crate::language_py::CORE_INSTANCES, ..test_bounds() };
-    let engine = Engine::new(bounds, None).unwrap();
-    let loaded = engine.load(&std::fs::read(&component).unwrap()).unwrap();
-    assert_eq!(loaded.description().name, "greet/v1");
-    let findings = lint(loaded.description());
-    assert!(findings.iter().all(|f| f.severity == LintSeverity::Warning), "{findings:?}");
-    let binding = Binding::from_file(&dir.join("conformance.json")).unwrap();
-    assert_eq!(binding.language, "greet/v1");
-    run_language_file_vectors_under(component, &binding, 40, |bounds| {
-        bounds.core_instances_per_component = crate::language_py::CORE_INSTANCES
-    })
-    .await;
+    greet_passes_the_lint_and_the_vectors(&Engine::new(bounds, None).unwrap(), &dir, component).await;
     std::fs::remove_dir_all(&root).unwrap();
 }

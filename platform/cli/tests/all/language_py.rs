@@ -43,7 +43,15 @@ pub(crate) const CORE_INSTANCES: u32 = 64;
 /// [`REQUIREMENTS`] when the environment is missing or older than them.
 /// A copy of the requirements inside the environment records what was
 /// installed and when.
+///
+/// Once per test process: the tests that build with it run concurrently,
+/// and two installs into one environment at once could break it.
 pub(crate) fn install_dependencies() -> Result<String, String> {
+    static INSTALLED: OnceLock<Result<String, String>> = OnceLock::new();
+    INSTALLED.get_or_init(install_once).clone()
+}
+
+fn install_once() -> Result<String, String> {
     let venv = repository().join(VENV);
     let python = venv.join("bin/python3");
     let installed = venv.join("installed-requirements.txt");

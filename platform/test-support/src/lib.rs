@@ -2,8 +2,9 @@
 //! components ([`HOSTILE`], [`UNFIT`], [`DEPLOYER`], [`RECIPE`], built for
 //! tests only), the specification's files and schema checks, servers
 //! started on loopback ports exactly as `pilotage serve` starts them, fresh
-//! PostgreSQL schemas, engines and invokers for engine-level tests, and the
-//! processes the tests run (`pilotage serve`, installers).
+//! PostgreSQL schemas, engines and invokers for engine-level tests, the
+//! processes the tests run (`pilotage serve`, installers), and a real
+//! headless Chromium for pages people look at ([`browser::Browser`]).
 //!
 //! Invariant: nothing here is a mock. A server is the real server on a
 //! real port, a database is the machine's PostgreSQL (or a fresh SQLite
@@ -17,6 +18,8 @@
 //! # }
 //! ```
 #![deny(unsafe_code)]
+
+pub mod browser;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -3,6 +3,7 @@
 mod endpoint;
 mod support;
 
+mod browser;
 mod client_vectors;
 mod conformance;
 mod deployments;

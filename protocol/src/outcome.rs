@@ -27,6 +27,49 @@ pub const RESOURCE_EXHAUSTED: &str = "resource_exhausted";
 /// possible.
 pub const ENGINE_FAULT: &str = "engine_fault";
 
+/// Platform-defined status: the tenant's policy holds the Run until a human
+/// approves exactly this request. `ok: false`; no effects.
+pub const APPROVAL_REQUIRED: &str = "approval_required";
+/// Platform-defined status: a human rejected exactly this request. `ok:
+/// false`; no effects.
+pub const APPROVAL_REJECTED: &str = "approval_rejected";
+/// Platform-defined status: the tenant's policy denies a plan of this risk.
+/// `ok: false`; no effects.
+pub const POLICY_DENIED: &str = "policy_denied";
+/// Platform-defined status: a budget of Runs of this risk is spent. `ok:
+/// false`; no effects.
+pub const BUDGET_EXCEEDED: &str = "budget_exceeded";
+
+/// The statuses of a tenant's policy on risk, which the platform adds to
+/// every Language's run statuses and closed-sets guide (Part II §5.7):
+/// (status, ok, side effects possible, meaning).
+pub const POLICY_STATUSES: [(&str, bool, bool, &str); 4] = [
+    (
+        APPROVAL_REQUIRED,
+        false,
+        false,
+        "Held by the tenant's policy: a human must approve this exact request first. Nothing ran. The response's `approval` names the request (`id`, `state`, `url`, `expires_at`): show the URL to a person who may approve, then send the same request again.",
+    ),
+    (
+        APPROVAL_REJECTED,
+        false,
+        false,
+        "A human rejected this exact request. Nothing ran. Change the program (drop the step that needed approval), or ask again once the rejection expires (`approval.expires_at`).",
+    ),
+    (
+        POLICY_DENIED,
+        false,
+        false,
+        "The tenant's policy does not allow a plan of this risk here. Nothing ran, and no approval can change that.",
+    ),
+    (
+        BUDGET_EXCEEDED,
+        false,
+        false,
+        "A budget of Runs of this risk is spent for now. Nothing ran. The error says in how many seconds the window resets.",
+    ),
+];
+
 /// The reserved run statuses (Part II §5.7).
 pub const RESERVED_STATUSES: [&str; 6] = [SUCCESS, VALIDATION_ERROR, CATALOG_DRIFT, PROMOTION_DRIFT, PARTIAL, ERROR];
 

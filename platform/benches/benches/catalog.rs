@@ -134,6 +134,7 @@ async fn prepare(backend: &str) -> Result<Prepared, String> {
             disabled: false,
             quotas: serde_json::to_string(&Quotas::default()).expect("quotas serialize"),
             egress: "{}".to_owned(),
+            policy: "{}".to_owned(),
             created_at: 0,
         })
         .await

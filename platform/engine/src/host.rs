@@ -417,6 +417,34 @@ pub(crate) fn outcome_from_wit(outcome: run_types::Outcome) -> pilotage_protocol
     pilotage_protocol::outcome::Outcome { ok: outcome.ok, status: outcome.status, error: outcome.error }
 }
 
+/// `declared` with the statuses of a tenant's policy on risk added where
+/// the Language does not list them (Part II §5.7: every status a Run may
+/// end with is in the closed set; the platform puts these on any
+/// Language's Runs).
+fn with_policy_statuses(mut declared: Vec<StatusInfo>) -> Vec<StatusInfo> {
+    for (status, ok, side_effects, meaning) in pilotage_protocol::outcome::POLICY_STATUSES {
+        if !declared.iter().any(|s| s.status == status) {
+            declared.push(StatusInfo { status: status.to_owned(), ok, side_effects, meaning: meaning.to_owned() });
+        }
+    }
+    declared
+}
+
+/// The section the platform adds to every closed-sets guide: the policy
+/// statuses, in the guide's own words for statuses (`ok`, side effects).
+fn policy_statuses_section() -> String {
+    let mut section = String::from(
+        "\n\n## Statuses of the tenant's policy on risk\n\nThe platform may refuse any Run of this Language before it starts, by the tenant's policy (approvals, budgets). Each is `ok: false` and no side effects occurred.\n\n",
+    );
+    for (status, ok, side_effects, meaning) in pilotage_protocol::outcome::POLICY_STATUSES {
+        section.push_str(&format!(
+            "- `{status}` (ok: {ok}, side effects: {}): {meaning}\n",
+            if side_effects { "possible" } else { "none" }
+        ));
+    }
+    section
+}
+
 /// The platform's description of a Language from its `describe` result.
 pub(crate) fn description_from_wit(info: describe_types::LanguageInfo) -> LanguageDescription {
     use describe_types::{ExecutionMode, GuideLevel, LocatorDialect, SubprogramTracing, TraceCeiling};
@@ -469,7 +497,7 @@ pub(crate) fn description_from_wit(info: describe_types::LanguageInfo) -> Langua
             .into_iter()
             .map(|c| CodeInfo { code: c.code, meaning: c.meaning })
             .collect(),
-        run_statuses: info.run_statuses.into_iter().map(status).collect(),
+        run_statuses: with_policy_statuses(info.run_statuses.into_iter().map(status).collect()),
         step_statuses: info.step_statuses.into_iter().map(status).collect(),
         entry_kinds: info
             .entry_kinds
@@ -490,9 +518,16 @@ pub(crate) fn description_from_wit(info: describe_types::LanguageInfo) -> Langua
                     GuideLevel::Reference => pilotage_protocol::guide::GuideLevel::Reference,
                     GuideLevel::Examples => pilotage_protocol::guide::GuideLevel::Examples,
                 };
-                let topic_bodies: BTreeMap<String, String> =
+                let mut topic_bodies: BTreeMap<String, String> =
                     g.topic_bodies.into_iter().map(|t| (t.topic, t.body)).collect();
-                GuideContent::new(&name, g.id, g.title, level, g.topics, g.version, g.format, g.body, topic_bodies)
+                let mut body = g.body;
+                if g.topics.iter().any(|topic| topic == "closed-sets") {
+                    body.push_str(&policy_statuses_section());
+                    if let Some(topic) = topic_bodies.get_mut("closed-sets") {
+                        topic.push_str(&policy_statuses_section());
+                    }
+                }
+                GuideContent::new(&name, g.id, g.title, level, g.topics, g.version, g.format, body, topic_bodies)
             })
             .collect(),
     }

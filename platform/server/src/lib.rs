@@ -11,6 +11,8 @@
 //! - [`operations`]: the six Pilotage operations and promotion for one
 //!   caller (Part II §6), knowing nothing of MCP; `invocation`: calling
 //!   catalog entries over HTTP and promoted programs as sub-Runs;
+//! - [`policy`]: a tenant's policy on risk (allow, approve, deny;
+//!   approvals bound to the request; budgets);
 //! - [`datasource`]: PostgreSQL data sources of SQL Languages;
 //!   [`deploy`]: deployments (model, installation, publication, trigger
 //!   runtime); `fleet`: replicas on one PostgreSQL (announce, follow,
@@ -57,6 +59,7 @@ mod invocation;
 pub mod language_watch;
 pub mod mcp;
 pub mod operations;
+pub mod policy;
 pub mod settings;
 pub mod start;
 pub mod telemetry;

@@ -130,6 +130,14 @@ pub struct Settings {
     /// Time allowed for one POST on `/mcp`, in milliseconds. Default
     /// 60 000 (above the execution wall-time bound).
     pub request_timeout_ms: u64,
+    /// How long an execute held for approval waits in the same call for a
+    /// human's decision, in milliseconds, when the client can show the
+    /// approval page (MCP URL-mode elicitation; `crate::policy`). Default
+    /// 20 000, and never more than `request_timeout_ms` less the execution
+    /// wall-time bound and a second (an approved Run runs in the call that
+    /// waited). Failure mode: past it the call answers `approval_required`
+    /// saying it waited, and the agent retries.
+    pub approval_wait_ms: u64,
     /// Time a connection has to send a complete request head (request line
     /// and headers), in milliseconds; it also bounds how long an idle
     /// keep-alive connection waits for its next request. Default 10 000.
@@ -264,6 +272,7 @@ impl Default for Settings {
             retention: "PT24H".to_owned(),
             max_body_bytes: 4 << 20,
             request_timeout_ms: 60_000,
+            approval_wait_ms: 20_000,
             session_idle_secs: 1800,
             max_sessions_per_principal: 64,
             max_sessions_per_tenant: 1024,
@@ -592,6 +601,13 @@ pub const FLAGS: &[Flag] = &[
         "request_timeout_ms",
         "MS",
         "Time allowed for one request, milliseconds",
+    ),
+    flag(
+        "approval-wait-ms",
+        "PILOTAGE_APPROVAL_WAIT_MS",
+        "approval_wait_ms",
+        "MS",
+        "How long an execute held for approval waits for a human, milliseconds",
     ),
     flag(
         "header-read-timeout-ms",

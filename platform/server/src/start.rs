@@ -329,6 +329,11 @@ pub async fn start(settings: Settings, bundled: Bundled) -> Result<Server, Start
     if settings.public_url.is_none() {
         settings.public_url = Some(format!("http://{addr}"));
     }
+    platform.set_public_url(&settings.public_url());
+    // An approved Run runs in the call that waited: the wait leaves it its
+    // wall time within the request's.
+    let room = settings.request_timeout_ms.saturating_sub(settings.bounds.execution.wall_time_ms + 1000);
+    platform.set_approval_wait(Duration::from_millis(settings.approval_wait_ms.min(room)));
     // Agents see their tenant's deployments as catalog entries: publish
     // the stored ones (every tenant is loaded by now, the dev tenant too).
     for tenant in platform.tenants() {
@@ -501,7 +506,8 @@ fn spawn_background(
 
 /// One pass of the sweeper: expired runs and idempotency keys (by the
 /// platform's clock, which retention is measured on), firings kept past
-/// their week, and on PostgreSQL the change log and sessions every replica
+/// their week, approvals and budget windows past `policy::KEEP_MS`, and on
+/// PostgreSQL the change log and sessions every replica
 /// left idle (by the system clock, which replicas share).
 async fn sweep(platform: &Platform, session_idle_ms: i64) {
     let store = platform.store();
@@ -515,6 +521,9 @@ async fn sweep(platform: &Platform, session_idle_ms: i64) {
     let deliveries_before = system_now_ms() - crate::deploy::webhook::REPLAY_WINDOW_MS;
     if let Err(error) = store.deployments_sweep(firings_before, deliveries_before).await {
         tracing::error!(%error, "pruning firings and deliveries failed");
+    }
+    if let Err(error) = store.approvals_sweep(now - crate::policy::KEEP_MS).await {
+        tracing::error!(%error, "pruning approvals and budget windows failed");
     }
     if store.is_shared() {
         let keep = system_now_ms() - crate::fleet::follow::KEEP_CHANGES_MS;

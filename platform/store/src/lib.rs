@@ -10,7 +10,9 @@
 //! by [`sealing`]), [`data_sources`] (URLs sealed), [`audit`],
 //! [`deployments`] (deployments, firing claims, webhook deliveries) and
 //! [`fleet`] (the change log and MCP sessions replicas share), [`tasks`]
-//! (MCP tasks: an execute answered with a handle, its Run's end recorded). Reads that
+//! (MCP tasks: an execute answered with a handle, its Run's end recorded),
+//! [`approvals`] (approval requests and budget uses of a tenant's policy on
+//! risk). Reads that
 //! start-up makes for every tenant and a replica makes for one take a
 //! [`Scope`]. [`migrations`] lists the schema's migrations once for both
 //! backends (`migrations/sqlite`, `migrations/postgres`).
@@ -31,6 +33,7 @@
 //! ```
 #![deny(unsafe_code)]
 
+pub mod approvals;
 pub mod audit;
 mod backend;
 pub mod catalog;
@@ -48,6 +51,7 @@ mod store;
 pub mod tasks;
 pub mod tenants;
 
+pub use approvals::{ApprovalRow, Decision};
 pub use audit::AuditRow;
 pub use backend::Backend;
 pub use data_sources::DataSourceRow;

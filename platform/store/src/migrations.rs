@@ -44,6 +44,7 @@ migrations![
     (9, "firings by deployment", "0009_firings_by_deployment"),
     (10, "tenant egress", "0010_tenant_egress"),
     (11, "tasks", "0011_tasks"),
+    (12, "policy approvals budgets", "0012_policy_approvals_budgets"),
 ];
 
 fn migration(version: i64, description: &'static str, sql: &'static str) -> Migration {

@@ -20,6 +20,9 @@ pub struct TenantRow {
     /// Where it may make the platform connect (JSON, `{}` when unset;
     /// `pilotage_server::egress::EgressPolicy`).
     pub egress: String,
+    /// Its policy on risk (JSON, `{}` when unset;
+    /// `pilotage_server::policy::Policy`).
+    pub policy: String,
     /// When it was created.
     pub created_at: i64,
 }
@@ -31,7 +34,7 @@ impl Store {
     /// [`StoreError`] when the write fails.
     pub async fn tenant_insert(&self, row: &TenantRow) -> Result<bool, StoreError> {
         let inserted = sqlx::query(
-            "INSERT INTO tenants (id, name, disabled, quotas, created_at, egress) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING",
+            "INSERT INTO tenants (id, name, disabled, quotas, created_at, egress, policy) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (id) DO NOTHING",
         )
         .bind(&row.id)
         .bind(&row.name)
@@ -39,6 +42,7 @@ impl Store {
         .bind(&row.quotas)
         .bind(row.created_at)
         .bind(&row.egress)
+        .bind(&row.policy)
         .execute(&self.pool)
         .await?
         .rows_affected();
@@ -51,7 +55,11 @@ impl Store {
     /// [`StoreError`] when the read fails.
     pub async fn tenants(&self, scope: Scope<'_>) -> Result<Vec<TenantRow>, StoreError> {
         let rows = scope
-            .query("SELECT id, name, disabled, quotas, created_at, egress FROM tenants {where} ORDER BY id", "id", None)
+            .query(
+                "SELECT id, name, disabled, quotas, created_at, egress, policy FROM tenants {where} ORDER BY id",
+                "id",
+                None,
+            )
             .fetch_all(&self.pool)
             .await?;
         rows.iter().map(tenant_row).collect()
@@ -65,16 +73,18 @@ impl Store {
         Ok(self.tenants(Scope::Tenant(id)).await?.into_iter().next())
     }
 
-    /// Updates a tenant's name, state, quotas and egress policy.
+    /// Updates a tenant's name, state, quotas, egress policy and policy on
+    /// risk.
     ///
     /// # Errors
     /// [`StoreError`] when the write fails.
     pub async fn tenant_update(&self, row: &TenantRow) -> Result<(), StoreError> {
-        sqlx::query("UPDATE tenants SET name = $1, disabled = $2, quotas = $3, egress = $4 WHERE id = $5")
+        sqlx::query("UPDATE tenants SET name = $1, disabled = $2, quotas = $3, egress = $4, policy = $5 WHERE id = $6")
             .bind(&row.name)
             .bind(i64::from(row.disabled))
             .bind(&row.quotas)
             .bind(&row.egress)
+            .bind(&row.policy)
             .bind(&row.id)
             .execute(&self.pool)
             .await?;
@@ -98,6 +108,8 @@ impl Store {
             "DELETE FROM deployments WHERE tenant = $1",
             "DELETE FROM firings WHERE tenant = $1",
             "DELETE FROM deliveries WHERE tenant = $1",
+            "DELETE FROM approvals WHERE tenant = $1",
+            "DELETE FROM budget_uses WHERE tenant = $1",
             "DELETE FROM tenants WHERE id = $1",
         ] {
             sqlx::query(statement).bind(tenant).execute(&mut *transaction).await?;
@@ -120,6 +132,7 @@ fn tenant_row(row: &AnyRow) -> Result<TenantRow, StoreError> {
         disabled: row.try_get::<i64, _>("disabled")? != 0,
         quotas: row.try_get("quotas")?,
         egress: row.try_get("egress")?,
+        policy: row.try_get("policy")?,
         created_at: row.try_get("created_at")?,
     })
 }

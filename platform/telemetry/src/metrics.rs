@@ -19,6 +19,11 @@
 //! (schedule, webhook, mqtt) and result, the delay from a trigger instance
 //! (a tick's due time, an event's receipt) to its Run, webhook deliveries
 //! by result, stored deployments and this replica's MQTT subscriptions.
+//!
+//! Tenant policy on risk (`pilotage_server::policy`): decisions and
+//! approval events by `decision` (allow, approve, deny: a rule's decision
+//! on an execute; approval_requested, approved, rejected, approval_used;
+//! budget_exceeded).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -408,6 +413,7 @@ struct Inner {
     subscriptions_open: IntGauge,
     tenants: IntGauge,
     firings: IntCounterVec,
+    policy_decisions: IntCounterVec,
     firing_delay: HistogramVec,
     webhook_deliveries: IntCounterVec,
     deployments: IntGauge,
@@ -569,6 +575,12 @@ impl Metrics {
             "Trigger instances of deployed programs this replica fired, by trigger (schedule, webhook, mqtt) and result (ok: the Run's outcome is ok; failed: it is not, catalog_drift included; dropped: the max_firings_per_minute quota; not_run: the tenant or Language is gone or the Run could not be made).",
             &["trigger", "result"],
         )?;
+        let policy_decisions = counters(
+            &registry,
+            "policy_decisions_total",
+            "Tenant policy on risk: decisions on executes (allow, approve, deny), approval events (approval_requested, approved, rejected, approval_used) and budget refusals (budget_exceeded).",
+            &["decision"],
+        )?;
         let firing_delay = histograms(
             &registry,
             "firing_delay_seconds",
@@ -609,6 +621,7 @@ impl Metrics {
                 subscriptions_open,
                 tenants,
                 firings,
+                policy_decisions,
                 firing_delay,
                 webhook_deliveries,
                 deployments,
@@ -744,6 +757,15 @@ impl Metrics {
         self.inner.sessions_open.set(sessions_open as i64);
         self.inner.subscriptions_open.set(subscriptions_open as i64);
         self.inner.tenants.set(tenants as i64);
+    }
+
+    /// Counts one policy decision or approval event (`decision` is one of
+    /// the closed set the module docs list).
+    pub fn policy_decision(&self, decision: &'static str) {
+        if !self.is_enabled() {
+            return;
+        }
+        self.inner.policy_decisions.with_label_values(&[decision]).inc();
     }
 
     /// Counts one firing of a deployment: `trigger` is `schedule`,

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
 
 use crate::auth::middleware::Authenticator;
-use crate::auth::{ADMIN_SCOPE, AuthMode, TENANT_ADMIN_SCOPE};
+use crate::auth::{ADMIN_SCOPE, APPROVE_SCOPE, AuthMode, TENANT_ADMIN_SCOPE};
 use crate::tenancy::{Platform, Tenant};
 use pilotage_store::AuditRow;
 
@@ -148,18 +148,50 @@ pub(super) async fn authorize(state: &AdminState, headers: &HeaderMap) -> Result
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
         .map(|(_, token)| token.trim().to_owned())
         .ok_or_else(|| ApiError::unauthorized("an admin credential is required (Authorization: Bearer …)"))?;
+    match credential(state, &token).await? {
+        Credential::Admin(admin) => Ok(admin),
+        Credential::Approver { .. } | Credential::Other(_) => {
+            Err(ApiError::forbidden(&format!("the credential holds neither {ADMIN_SCOPE} nor {TENANT_ADMIN_SCOPE}")))
+        }
+    }
+}
+
+/// What a credential the platform accepts may do here.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Credential {
+    /// Administer (every tenant, or one).
+    Admin(Admin),
+    /// Decide approvals of one tenant (`pilotage:approve`).
+    Approver {
+        /// The tenant.
+        tenant: String,
+        /// Who.
+        subject: String,
+    },
+    /// Nothing here (another scope); the subject, for the message.
+    Other(String),
+}
+
+/// Reads `token`: the operator token, or a bearer token of the configured
+/// mode holding `pilotage:admin`, `pilotage:tenant-admin` or
+/// `pilotage:approve` (the last two naming exactly one tenant).
+///
+/// # Errors
+/// 401 when the token is not valid; 403 when a tenant-scoped credential
+/// names no or several tenants.
+pub(crate) async fn credential(state: &AdminState, token: &str) -> Result<Credential, ApiError> {
     if let Some(operator) = &state.operator_token
         && bool::from(operator.as_bytes().ct_eq(token.as_bytes()))
     {
-        return Ok(Admin::Operator("operator".into()));
+        return Ok(Credential::Admin(Admin::Operator("operator".into())));
     }
     let claims = match state.auth.settings.mode {
         AuthMode::Jwt => match &state.auth.verifier {
-            Some(verifier) => verifier.verify(&token).await,
+            Some(verifier) => verifier.verify(token).await,
             None => return Err(ApiError::unauthorized("the credential is not valid")),
         },
         AuthMode::Dev => match &state.auth.dev {
-            Some(dev) => dev.verify(&token),
+            Some(dev) => dev.verify(token),
             None => return Err(ApiError::unauthorized("the credential is not valid")),
         },
     }
@@ -167,16 +199,20 @@ pub(super) async fn authorize(state: &AdminState, headers: &HeaderMap) -> Result
     let scopes = claims.scopes();
     let subject = claims.sub.clone().unwrap_or_default();
     if scopes.contains(ADMIN_SCOPE) {
-        return Ok(Admin::Operator(subject));
+        return Ok(Credential::Admin(Admin::Operator(subject)));
     }
+    let tenant_scoped = scopes.contains(TENANT_ADMIN_SCOPE) || scopes.contains(APPROVE_SCOPE);
+    if !tenant_scoped {
+        return Ok(Credential::Other(subject));
+    }
+    let tenants = claims.tenants(&state.auth.settings.tenant_claim);
+    let [tenant] = tenants.as_slice() else {
+        return Err(ApiError::forbidden("a tenant-scoped credential must name exactly one tenant"));
+    };
     if scopes.contains(TENANT_ADMIN_SCOPE) {
-        let tenants = claims.tenants(&state.auth.settings.tenant_claim);
-        if let [tenant] = tenants.as_slice() {
-            return Ok(Admin::TenantAdmin { tenant: tenant.clone(), subject });
-        }
-        return Err(ApiError::forbidden("a tenant-admin credential must name exactly one tenant"));
+        return Ok(Credential::Admin(Admin::TenantAdmin { tenant: tenant.clone(), subject }));
     }
-    Err(ApiError::forbidden(&format!("the credential holds neither {ADMIN_SCOPE} nor {TENANT_ADMIN_SCOPE}")))
+    Ok(Credential::Approver { tenant: tenant.clone(), subject })
 }
 
 pub(super) async fn audit(state: &AdminState, admin: &Admin, action: &str, target: &str, detail: Value) {

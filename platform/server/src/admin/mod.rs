@@ -2,7 +2,9 @@
 //! `/admin/v1/openapi.json`): tenants, Language uploads (compiled,
 //! described and linted; refused with the findings when the lint finds an
 //! error), catalog entries and bulk apply, data sources, secrets, runs,
-//! and the audit log.
+//! the tenant's policy on risk and its approval requests, and the audit
+//! log; and the approval page at `/approvals/{id}` (`approval_page`),
+//! where a human decides a held request.
 //!
 //! Credentials: the operator token (`--admin-token`), or a bearer token
 //! (a JWT in `jwt` mode, a development token in `dev` mode) holding
@@ -14,6 +16,8 @@
 
 pub(crate) mod admission;
 mod api;
+mod approval_page;
+mod approvals;
 mod catalog;
 mod data_sources;
 mod deployments;
@@ -25,4 +29,5 @@ mod secrets;
 mod tenants;
 
 pub(crate) use api::{AdminLimits, AdminState};
+pub(crate) use approval_page::router as approval_page;
 pub(crate) use routes::router;

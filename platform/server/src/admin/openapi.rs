@@ -164,6 +164,22 @@ pub(crate) fn document() -> Value {
             "/tenants/{tenant}/runs/{run_id}": {
                 "get": op("Get a stored run with its record", &with(&[("200", "the run"), ("404", "no such run")]), None, &["tenant", "run_id"])
             },
+            "/tenants/{tenant}/policy": {
+                "get": op("The tenant's policy on risk and its version", &with(&[("200", "the policy")]), None, &["tenant"]),
+                "put": op("Set the tenant's policy on risk (operator only; replaces it whole)", &with(&[("200", "the policy")]), json_body("Any"), &["tenant"])
+            },
+            "/tenants/{tenant}/approvals": {
+                "get": op("List approval requests, newest first (?state=pending|approved|rejected|used|expired&limit=)", &with(&[("200", "the approvals")]), None, &["tenant"])
+            },
+            "/tenants/{tenant}/approvals/{id}": {
+                "get": op("Get an approval request with what it is for", &with(&[("200", "the approval"), ("404", "no such approval")]), None, &["tenant", "id"])
+            },
+            "/tenants/{tenant}/approvals/{id}/approve": {
+                "post": op("Approve a pending request (never the asker's own)", &with(&[("200", "the approval"), ("404", "no such approval"), ("409", "not pending: decided, used or expired")]), None, &["tenant", "id"])
+            },
+            "/tenants/{tenant}/approvals/{id}/reject": {
+                "post": op("Reject a pending request (never the asker's own)", &with(&[("200", "the approval"), ("404", "no such approval"), ("409", "not pending: decided, used or expired")]), None, &["tenant", "id"])
+            },
             "/audit": {
                 "get": op("The audit log, newest first (?limit=)", &with(&[("200", "the records")]), None, &[])
             }

@@ -13,7 +13,7 @@ use super::languages::{languages_activate, languages_get, languages_list, langua
 use super::runs::{audit_list, runs_get, runs_list};
 use super::secrets::{secrets_delete, secrets_list, secrets_put};
 use super::tenants::{tenants_create, tenants_delete, tenants_get, tenants_list, tenants_patch};
-use super::{admission, data_sources, deployments, openapi};
+use super::{admission, approvals, data_sources, deployments, openapi};
 
 async fn openapi_json() -> Response {
     Json(openapi::document()).into_response()
@@ -44,6 +44,11 @@ pub(crate) fn router(state: AdminState) -> Router {
         .route("/tenants/{tenant}/deployments/{name}/enable", post(deployments::enable))
         .route("/tenants/{tenant}/runs", get(runs_list))
         .route("/tenants/{tenant}/runs/{run_id}", get(runs_get))
+        .route("/tenants/{tenant}/policy", get(approvals::policy_get).put(approvals::policy_put))
+        .route("/tenants/{tenant}/approvals", get(approvals::approvals_list))
+        .route("/tenants/{tenant}/approvals/{id}", get(approvals::approvals_get))
+        .route("/tenants/{tenant}/approvals/{id}/approve", post(approvals::approvals_approve))
+        .route("/tenants/{tenant}/approvals/{id}/reject", post(approvals::approvals_reject))
         .route("/audit", get(audit_list))
         // Every route above authenticates from the headers before its body
         // is read; each body extractor applies its route's bound.

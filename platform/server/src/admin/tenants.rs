@@ -28,10 +28,18 @@ pub(crate) fn check_tenant_id(id: &str) -> Result<(), ApiError> {
     if valid { Ok(()) } else { Err(ApiError::field("id", "1 to 63 of a-z, 0-9 and '-', not starting with '-'")) }
 }
 
+/// The JSON of a stored policy (`{}` reads as the default).
+pub(super) fn policy_json(text: &str) -> Value {
+    let policy: crate::policy::Policy =
+        serde_json::from_str(text).unwrap_or_else(|_| crate::policy::Policy::fail_safe());
+    json!({"policy": policy, "version": policy.version()})
+}
+
 pub(super) fn tenant_json(row: &TenantRow) -> Value {
     json!({"id": row.id, "name": row.name, "disabled": row.disabled,
            "quotas": serde_json::from_str::<Value>(&row.quotas).unwrap_or(Value::Null),
-           "egress": serde_json::from_str::<Value>(&row.egress).unwrap_or(Value::Null), "created_at": row.created_at})
+           "egress": serde_json::from_str::<Value>(&row.egress).unwrap_or(Value::Null),
+           "policy": policy_json(&row.policy)["policy"], "created_at": row.created_at})
 }
 
 pub(super) async fn tenant_row(state: &AdminState, id: &str) -> Result<TenantRow, ApiError> {
@@ -79,6 +87,7 @@ pub(super) async fn tenants_create(
         disabled: false,
         quotas: serde_json::to_string(&quotas).unwrap_or_default(),
         egress: egress_json(&request.egress.unwrap_or_default())?,
+        policy: "{}".to_owned(),
         created_at: state.platform.clock().now_ms(),
     };
     let created = state.platform.store().tenant_insert(&row).await?;

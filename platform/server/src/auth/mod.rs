@@ -52,6 +52,10 @@ pub const MCP_SCOPE: &str = "pilotage:mcp";
 pub const ADMIN_SCOPE: &str = "pilotage:admin";
 /// The scope of a tenant's own administrator on the admin API.
 pub const TENANT_ADMIN_SCOPE: &str = "pilotage:tenant-admin";
+/// The scope of a tenant's approvers: it lets its holder decide the
+/// tenant's approval requests on the approval page
+/// (`crate::policy::approvals`), and nothing else.
+pub const APPROVE_SCOPE: &str = "pilotage:approve";
 
 /// How agents authenticate.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -22,13 +22,14 @@
 //!   shutdown does.
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -38,6 +39,7 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
 
 /// The bounds of one listener's connections.
 #[derive(Clone, Copy, Debug)]
@@ -68,16 +70,17 @@ impl ConnectionLimits {
 }
 
 /// Accepts one connection and sets the options every accepted socket gets
-/// (`TCP_NODELAY`; a socket that refuses it is served all the same).
+/// (`TCP_NODELAY`; a socket that refuses it is served all the same);
+/// returns it with the peer's address.
 ///
 /// # Errors
 /// The error of `accept`.
-pub(crate) async fn accept(listener: &TcpListener) -> std::io::Result<TcpStream> {
-    let (stream, _peer) = listener.accept().await?;
+pub(crate) async fn accept(listener: &TcpListener) -> std::io::Result<(TcpStream, SocketAddr)> {
+    let (stream, peer) = listener.accept().await?;
     if let Err(error) = stream.set_nodelay(true) {
         tracing::debug!(%error, "cannot set TCP_NODELAY on an accepted connection");
     }
-    Ok(stream)
+    Ok((stream, peer))
 }
 
 /// Errors of `accept` that concern one connection only (the peer gave up
@@ -119,7 +122,7 @@ pub(crate) async fn serve(
                 Err(_) => break,
             },
         };
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             () = &mut shutdown => break,
             accepted = accept(&listener) => match accepted {
                 Ok(accepted) => accepted,
@@ -131,7 +134,14 @@ pub(crate) async fn serve(
                 }
             },
         };
-        let service = TowerToHyperService::new(router.clone());
+        // Each request knows its peer's address (`ConnectInfo`): an
+        // approval records where its decision came from.
+        let service = TowerToHyperService::new(router.clone().map_request(
+            move |mut request: axum::http::Request<hyper::body::Incoming>| {
+                request.extensions_mut().insert(ConnectInfo(peer));
+                request
+            },
+        ));
         let connection_closing = closing.clone();
         let http1 = http1.clone();
         tokio::spawn(async move {
@@ -221,7 +231,7 @@ mod tests {
         let (plain, _) = listener.accept().await.unwrap();
         assert!(!plain.nodelay().unwrap(), "a plainly accepted socket has Nagle's algorithm on");
         let second = TcpStream::connect(address).await.unwrap();
-        let served = accept(&listener).await.unwrap();
+        let (served, _) = accept(&listener).await.unwrap();
         assert!(served.nodelay().unwrap(), "the accept loop's socket has TCP_NODELAY");
         drop((first, second));
     }

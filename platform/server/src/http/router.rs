@@ -168,6 +168,10 @@ pub(crate) fn app(
         .layer(axum::middleware::from_fn_with_state(compat, compat::compat))
         .layer(axum::middleware::from_fn_with_state(auth.clone(), require_principal))
         .layer(axum::middleware::from_fn_with_state(origins.clone(), origin::mcp_origin));
+    let approval_page = crate::admin::approval_page(admin.clone()).layer(axum::middleware::from_fn_with_state(
+        connections::BodyDeadline(Duration::from_millis(settings.body_read_timeout_ms)),
+        connections::body_deadline,
+    ));
     let admin_routes = crate::admin::router(admin)
         .layer(axum::middleware::from_fn_with_state(
             connections::BodyDeadline(Duration::from_millis(settings.body_read_timeout_ms)),
@@ -183,6 +187,7 @@ pub(crate) fn app(
         .route("/readyz", get(readyz))
         .with_state(platform.clone())
         .nest("/admin/v1", admin_routes)
+        .merge(approval_page)
         .merge(metadata)
         .merge(server_card::router(settings))
         .merge(crate::deploy::webhook::router(platform.clone()))

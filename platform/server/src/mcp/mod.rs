@@ -9,6 +9,9 @@
 //! - `content`: the result envelope, and the text block of execute and
 //!   trace-fetch results;
 //! - `tasks`: execute as an MCP task (the Tasks extension);
+//! - `approval_wait`: an execute held for approval, waited on in the same
+//!   call through URL-mode elicitation (or the 2026-07-28 input-required
+//!   form);
 //! - [`tasks_2025`]: the same tasks in the 2025-11-25 form (`params.task`,
 //!   `tasks/result`, `tasks/list`), for requests the HTTP edge marked;
 //! - `arguments`: the structural check of tool arguments against the
@@ -19,6 +22,7 @@
 //!   ceilings on open sessions per principal and per tenant;
 //! - [`observed`]: every request's server span and metrics.
 
+mod approval_wait;
 pub(crate) mod arguments;
 mod content;
 pub mod listeners;

@@ -13,6 +13,8 @@ use rmcp::model::{
     SubscriptionFilter, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
+
+use super::approval_wait;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
@@ -288,6 +290,15 @@ impl ServerHandler for PilotageServer {
         let form_2025 = Self::form_2025(&context.extensions).is_some();
         let as_task =
             form_2025 || context.client_capabilities().is_some_and(|capabilities| capabilities.supports_tasks());
+        // What a held execute's wait needs (`approval_wait`): the peer, the
+        // revision, and whether the client shows URL elicitations.
+        let peer = context.peer.clone();
+        let stateless = approval_wait::stateless(context.protocol_version().as_ref());
+        let shows_urls = context
+            .client_capabilities()
+            .and_then(|capabilities| capabilities.elicitation)
+            .is_some_and(|elicitation| elicitation.url.is_some());
+        let (input_responses, request_state) = (request.input_responses.clone(), request.request_state.clone());
         let extensions = context.extensions;
         let context = self.context(&extensions)?;
         let resolution = extensions.get::<ToolResolution>();
@@ -352,7 +363,27 @@ impl ServerHandler for PilotageServer {
                 return tasks::start(context, slot, request.name.to_string(), args, form_2025).await;
             }
             ToolRole::Execute(slot) => {
-                let result = operations::execute::execute(&context, &slot, &args).await;
+                let mut result = operations::execute::execute(&context, &slot, &args).await;
+                if let Ok(response) = &result
+                    && let Some(held) = approval_wait::held(response)
+                    && shows_urls
+                {
+                    let waited = if !stateless {
+                        approval_wait::wait(&context, &held, Some(&peer)).await
+                    } else {
+                        match approval_wait::answered(&held, input_responses.as_ref(), request_state.as_deref()) {
+                            // The first round: ask the client to show the page.
+                            None => return Ok(approval_wait::input_required(&held).into()),
+                            Some(true) => approval_wait::wait(&context, &held, None).await,
+                            Some(false) => approval_wait::Waited::Refused,
+                        }
+                    };
+                    result = match waited {
+                        approval_wait::Waited::Decided => operations::execute::execute(&context, &slot, &args).await,
+                        other => result
+                            .map(|response| approval_wait::after_wait(response, other, self.platform.approval_wait())),
+                    };
+                }
                 return run_envelope(result, slot.exposure.loop_tools.trace.as_deref());
             }
             ToolRole::Trace(slot) => {

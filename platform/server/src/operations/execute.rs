@@ -31,7 +31,10 @@ use super::validate::validated;
 use super::{Context, OpError, request_error};
 use crate::invocation::promotion::{PromotedProgram, drifted};
 use crate::invocation::tenant_invoker::TenantInvoker;
-use crate::tenancy::LanguageSlot;
+use crate::policy::RunKind;
+use crate::policy::approvals::Asked;
+use crate::policy::gate::Gate;
+use crate::{policy, tenancy};
 use pilotage_engine::catalog::version::canonical_json;
 use pilotage_engine::execution::{self, ExecutionRequest, RunControl};
 use pilotage_engine::validation::{self, Program, Validated};
@@ -45,6 +48,7 @@ use pilotage_protocol::retention::Retention;
 use pilotage_protocol::trace::{TraceLevel, at_level, effective_level};
 use pilotage_store::{Claim, HeldClaim, NewClaim, RunRow};
 use pilotage_telemetry::spans;
+use tenancy::LanguageSlot;
 
 /// The reserved members of an execute tool (Part III §4.4) besides the
 /// program argument.
@@ -416,6 +420,51 @@ pub(crate) async fn execute_with(
         ));
     }
 
+    // The tenant's policy on risk (Part II §7.3, enforced here): a held,
+    // denied or over-budget Run is refused like the ones above, before
+    // any key is claimed or anything runs.
+    let kind = match (test_run, deploy) {
+        (true, _) => RunKind::Test,
+        (false, true) => RunKind::Deploy,
+        (false, false) => RunKind::Immediate,
+    };
+    let asked = Asked {
+        tenant: &context.caller.principal.tenant,
+        subject: &context.caller.principal.subject,
+        language: &language,
+        program: match &runnable {
+            Runnable::Inline(program) => Some(program),
+            Runnable::Promoted(_) => None,
+        },
+        program_ref: args.program_ref.as_deref(),
+        input: args.input.as_ref(),
+        context: args.context.as_ref(),
+        kind,
+        catalog_version: snapshot.catalog_version(),
+        plan: validated.response.plan.as_ref(),
+        rule: None,
+    };
+    let gate = policy::gate::pass(
+        &context.platform,
+        &context.tenant,
+        &asked,
+        validated.response.plan.as_ref(),
+        &context.caller.principal.scopes,
+        &run_id,
+    )
+    .await
+    .map_err(|e| internal(&e))?;
+    let budget = match gate {
+        Gate::Pass(taken) => taken,
+        Gate::Refuse { status, error, approval } => {
+            let mut response = refused(context, &language, run_id, status, &error, None);
+            if let (Some(approval), Some(object)) = (approval, response.as_object_mut()) {
+                object.insert("approval".into(), approval);
+            }
+            return Ok(response);
+        }
+    };
+
     // 5. Execution, within the tenant's quotas (checked before anything
     // runs, so a refusal is a request error). The idempotency claim comes
     // first: a retry of a request already claimed is answered from the
@@ -445,6 +494,7 @@ pub(crate) async fn execute_with(
             .map_err(|e| internal(&e))?;
         match claim {
             Claim::Held(held) => {
+                budget.give_back(&context.platform).await;
                 if &held.runnable_hash != runnable_hash || &held.input_hash != input_hash {
                     return Err(conflict(key));
                 }
@@ -458,6 +508,7 @@ pub(crate) async fn execute_with(
     // A refusal from here on frees the claim, so the same key can be
     // retried once the quota allows.
     let release = async |error: OpError| {
+        budget.give_back(&context.platform).await;
         if let Some((key, _, _)) = &idempotency {
             let _ =
                 context.platform.store().idempotency_release(&principal.tenant, &principal.subject, key, &run_id).await;
@@ -510,6 +561,7 @@ pub(crate) async fn execute_with(
     let response = match response {
         Ok(response) => response,
         Err(error) => {
+            budget.give_back(&context.platform).await;
             if let Some((key, _, _)) = &idempotency {
                 let _ = context
                     .platform
@@ -525,6 +577,9 @@ pub(crate) async fn execute_with(
     // A Run the component refused holds no key (refused Runs have no
     // effects and may be retried with the same key once corrected); any
     // other Run recorded its response as the key's (`run`).
+    if response.outcome.status == VALIDATION_ERROR {
+        budget.give_back(&context.platform).await;
+    }
     if let Some((key, _, _)) = &idempotency
         && response.outcome.status == VALIDATION_ERROR
     {

@@ -167,6 +167,15 @@ pub fn apply_row(platform: &Platform, row: &TenantRow) -> Arc<Tenant> {
     if let Err(error) = policy {
         tracing::error!(tenant = %row.id, %error, "the stored egress policy does not read; public addresses only");
     }
+    // Likewise the policy on risk; one that no longer reads holds every
+    // Run that changes state for approval rather than allowing it.
+    match serde_json::from_str::<crate::policy::Policy>(&row.policy) {
+        Ok(policy) => tenant.set_policy(policy),
+        Err(error) => {
+            tracing::error!(tenant = %row.id, %error, "the stored policy on risk does not read; every Run that changes state needs approval");
+            tenant.set_policy(crate::policy::Policy::fail_safe());
+        }
+    }
     tenant
 }
 

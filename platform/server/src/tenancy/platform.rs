@@ -100,6 +100,10 @@ struct PlatformInner {
     leases: Arc<Leases>,
     deployments: Deployments,
     egress: EgressSettings,
+    /// The externally visible base URL, known once the listener is bound.
+    public_url: std::sync::OnceLock<String>,
+    /// How long an execute held for approval waits for a decision, ms.
+    approval_wait_ms: std::sync::atomic::AtomicU64,
     /// The MCP tasks whose Runs this replica runs, by task id.
     running_tasks: std::sync::Mutex<std::collections::HashMap<String, Cancellation>>,
 }
@@ -135,9 +139,34 @@ impl Platform {
                 leases: Leases::new(idempotency),
                 deployments: Deployments::default(),
                 egress,
+                public_url: std::sync::OnceLock::new(),
+                approval_wait_ms: std::sync::atomic::AtomicU64::new(20_000),
                 running_tasks: Default::default(),
             }),
         }
+    }
+
+    /// The externally visible base URL, without a trailing slash (the
+    /// approval page's links are below it); empty before the listener is
+    /// bound.
+    pub fn public_url(&self) -> &str {
+        self.inner.public_url.get().map_or("", String::as_str)
+    }
+
+    /// How long an execute held for approval waits in the same call for a
+    /// human's decision (setting `approval_wait_ms`).
+    pub fn approval_wait(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.inner.approval_wait_ms.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// Sets [`Platform::approval_wait`].
+    pub fn set_approval_wait(&self, wait: std::time::Duration) {
+        self.inner.approval_wait_ms.store(wait.as_millis() as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Sets [`Platform::public_url`], once (start-up, after the bind).
+    pub fn set_public_url(&self, url: &str) {
+        let _ = self.inner.public_url.set(url.trim_end_matches('/').to_owned());
     }
 
     /// The platform's one clock (the engine's): every instant the server

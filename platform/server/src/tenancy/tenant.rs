@@ -4,6 +4,7 @@
 //! counters its quotas are checked against.
 
 use crate::egress::Confinement;
+use crate::policy::Policy;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -153,6 +154,8 @@ pub struct Tenant {
     /// Data sources by name.
     data_sources: RwLock<BTreeMap<String, Arc<AttachedSource>>>,
     egress: Confinement,
+    /// The policy on risk (`crate::policy`), replaced whole.
+    policy: RwLock<Arc<Policy>>,
 }
 
 /// A tenant's Languages and what is derived from exactly them.
@@ -222,7 +225,19 @@ impl Tenant {
             }),
             data_sources: RwLock::new(BTreeMap::new()),
             egress,
+            policy: RwLock::new(Arc::new(Policy::default())),
         }
+    }
+
+    /// The tenant's policy on risk (`crate::policy`; the default allows
+    /// everything).
+    pub fn policy(&self) -> Arc<Policy> {
+        self.policy.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Replaces the tenant's policy on risk.
+    pub fn set_policy(&self, policy: Policy) {
+        *self.policy.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(policy);
     }
 
     /// Where the tenant may make the platform connect, and the HTTP

@@ -1,0 +1,358 @@
+//! The approval page at `/approvals/{id}`: where a human reads a held
+//! request (who asks, the plan step by step with each step's risk and the
+//! entry it calls, the program, the input) and approves or rejects it.
+//!
+//! - Sign-in with a credential the platform already accepts (the operator
+//!   token, or a bearer token holding `pilotage:admin`,
+//!   `pilotage:tenant-admin` or `pilotage:approve` for the request's
+//!   tenant), exchanged for a session cookie: sealed with the platform's
+//!   secret key (so any replica reads it), `HttpOnly`, `SameSite=Strict`,
+//!   `Path=/approvals`, 15 minutes.
+//! - The subject who asked is shown the request but no buttons, and its
+//!   decision is refused: an agent cannot approve its own request.
+//! - Each form carries a CSRF token sealed to the session and the
+//!   approval; a forged one is 403, a replayed one finds the approval no
+//!   longer pending (409). Clickjacking: `frame-ancestors 'none'` and
+//!   `X-Frame-Options: DENY`. The page has no script at all.
+//! - An approval of another tenant, or none, is the same 404.
+
+use std::net::SocketAddr;
+
+use axum::Router;
+use axum::extract::{ConnectInfo, Form, Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use base64::Engine as _;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::api::{AdminState, Credential, credential};
+use crate::admin::api::Admin;
+use crate::policy::approvals::{self, Approver, DecideError};
+
+/// The session cookie's name.
+const COOKIE: &str = "pilotage_approver";
+/// How long a session lasts, in seconds.
+const SESSION_S: i64 = 900;
+/// The sealing box's (tenant, name) of sessions and CSRF tokens: no
+/// tenant secret can be opened as one, nor one as the other.
+const SEAL_TENANT: &str = "\u{0}approval-page";
+
+/// The page's routes, merged at the root by the edge.
+pub(crate) fn router(state: AdminState) -> Router {
+    Router::new()
+        .route("/approvals/{id}", get(page))
+        .route("/approvals/{id}/sign-in", post(sign_in))
+        .route("/approvals/{id}/decision", post(decision))
+        .with_state(state)
+}
+
+/// A signed-in approver, as the session cookie carries it.
+#[derive(Debug, serde::Serialize, Deserialize)]
+struct Session {
+    /// `None`: an operator.
+    tenant: Option<String>,
+    subject: String,
+    /// Expiry, ms since the epoch (system clock: a browser's session).
+    exp: i64,
+    /// Random; CSRF tokens are bound to it.
+    nonce: String,
+}
+
+impl Session {
+    fn approver(&self) -> Approver {
+        Approver { tenant: self.tenant.clone(), subject: self.subject.clone() }
+    }
+}
+
+fn seal(state: &AdminState, name: &str, value: &str) -> String {
+    let (nonce, sealed) = state.platform.secrets().seal(SEAL_TENANT, name, value);
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode([nonce, sealed].concat())
+}
+
+fn open(state: &AdminState, name: &str, text: &str) -> Option<String> {
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(text).ok()?;
+    if bytes.len() < 12 {
+        return None;
+    }
+    let (nonce, sealed) = bytes.split_at(12);
+    state.platform.secrets().open(SEAL_TENANT, name, nonce, sealed).ok()
+}
+
+fn session(state: &AdminState, headers: &HeaderMap) -> Option<Session> {
+    let cookies = headers.get_all(header::COOKIE).iter().filter_map(|v| v.to_str().ok()).collect::<Vec<_>>();
+    let value = cookies
+        .iter()
+        .flat_map(|line| line.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == COOKIE)
+        .map(|(_, value)| value)?;
+    let session: Session = serde_json::from_str(&open(state, "session", value)?).ok()?;
+    (session.exp > pilotage_engine::clock::system_now_ms()).then_some(session)
+}
+
+fn csrf_for(state: &AdminState, session: &Session, id: &str) -> String {
+    seal(state, &format!("csrf:{id}"), &session.nonce)
+}
+
+fn csrf_ok(state: &AdminState, session: &Session, id: &str, token: &str) -> bool {
+    open(state, &format!("csrf:{id}"), token).is_some_and(|nonce| nonce == session.nonce)
+}
+
+/// HTML text, escaped for element content and quoted attributes.
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A page with the headers every page of this module sends.
+fn html(status: StatusCode, title: &str, body: &str) -> Response {
+    let page = format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{}</title><style>{STYLE}</style></head><body><main>{body}</main></body></html>",
+        escape(title)
+    );
+    let mut response = (status, page).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+        ),
+    );
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    response
+}
+
+const STYLE: &str = "body{font:16px/1.5 system-ui,sans-serif;margin:0;color:#1b1b1b;background:#fafafa}main{max-width:60rem;margin:0 auto;padding:1rem}table{border-collapse:collapse;width:100%}th,td{border:1px solid #ccc;padding:.3rem .5rem;text-align:left;vertical-align:top}pre{background:#f0f0f0;padding:.5rem;overflow:auto;max-height:24rem}.risk-destructive{color:#a00;font-weight:bold}.risk-write{color:#8a5a00}button{font-size:1rem;padding:.5rem 1rem;margin-right:1rem}dl{display:grid;grid-template-columns:max-content 1fr;gap:.2rem 1rem}dt{font-weight:bold}label{display:block;margin:.5rem 0}input[type=password]{width:100%;max-width:30rem;font-size:1rem}";
+
+fn not_found() -> Response {
+    html(
+        StatusCode::NOT_FOUND,
+        "No such approval",
+        "<h1>No such approval</h1><p>This link names no approval request you may see.</p>",
+    )
+}
+
+fn sign_in_form(id: &str, message: Option<&str>) -> Response {
+    let id = escape(id);
+    let note = message.map(|m| format!("<p role=\"alert\">{}</p>", escape(m))).unwrap_or_default();
+    html(
+        if message.is_some() { StatusCode::UNAUTHORIZED } else { StatusCode::OK },
+        "Sign in to decide",
+        &format!(
+            "<h1>Sign in to decide approval {id}</h1>{note}<form method=\"post\" action=\"/approvals/{id}/sign-in\"><label for=\"token\">Credential (the operator token, or a token holding pilotage:approve for this tenant)</label><input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"off\" required><p><button type=\"submit\">Sign in</button></p></form>"
+        ),
+    )
+}
+
+async fn page(State(state): State<AdminState>, Path(id): Path<String>, headers: HeaderMap) -> Response {
+    let Some(session) = session(&state, &headers) else {
+        return sign_in_form(&id, None);
+    };
+    let row = match state.platform.store().approval_by_id(&id).await {
+        Ok(Some(row)) if session.approver().may(&row.tenant) => row,
+        Ok(_) => return not_found(),
+        Err(error) => {
+            tracing::error!(%error, "cannot read an approval");
+            return html(StatusCode::INTERNAL_SERVER_ERROR, "Failure", "<h1>The server failed</h1>");
+        }
+    };
+    let now = state.platform.clock().now_ms();
+    let status = approvals::state_at(&row, now);
+    let request: Value = serde_json::from_str(&row.request).unwrap_or(Value::Null);
+    let text = |value: &Value| value.as_str().map(str::to_owned).unwrap_or_else(|| value.to_string());
+    let pretty = |value: &Value| escape(&serde_json::to_string_pretty(value).unwrap_or_default());
+    let plan = &request["plan"];
+    let mut steps = String::new();
+    for step in plan["steps"].as_array().into_iter().flatten() {
+        let risk = text(&step["risk"]);
+        let hints = &step["risk_hints"];
+        let arm = if step["arm"].is_object() {
+            format!("{} → {}", text(&step["arm"]["branch"]), text(&step["arm"]["label"]))
+        } else {
+            String::new()
+        };
+        steps.push_str(&format!(
+            "<tr class=\"step\"><td>{}</td><td>{}</td><td class=\"risk-{}\">{}</td><td>readOnly {}, destructive {}, openWorld {}</td><td>{}</td></tr>",
+            escape(&text(&step["id"])),
+            escape(step["calls"].as_str().unwrap_or("")),
+            escape(&risk),
+            escape(&risk),
+            hints["readOnly"],
+            hints["destructive"],
+            hints["openWorld"],
+            escape(&arm),
+        ));
+    }
+    let own = session.tenant.as_deref() == Some(row.tenant.as_str()) && session.subject == row.subject;
+    let actions = if status != "pending" {
+        format!(
+            "<p id=\"decided\">This request is <strong>{}</strong>{}.</p>",
+            escape(status),
+            row.decided_by.as_deref().map(|by| format!(" by {}", escape(by))).unwrap_or_default()
+        )
+    } else if own {
+        "<p id=\"own\">You asked for this Run: someone else must decide it.</p>".to_owned()
+    } else {
+        format!(
+            "<form method=\"post\" action=\"/approvals/{id}/decision\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\"><button type=\"submit\" name=\"decision\" value=\"approve\" id=\"approve\">Approve</button><button type=\"submit\" name=\"decision\" value=\"reject\" id=\"reject\">Reject</button></form>",
+            id = escape(&row.id),
+            csrf = csrf_for(&state, &session, &row.id),
+        )
+    };
+    let program = if request["program"].is_null() {
+        format!("<p>The promoted program <code>{}</code>.</p>", escape(&text(&request["program_ref"])))
+    } else {
+        format!("<pre id=\"program\">{}</pre>", pretty(&request["program"]))
+    };
+    let body = format!(
+        "<h1>Approve this Run?</h1><dl><dt>Asked by</dt><dd id=\"asker\">{subject} (tenant {tenant})</dd><dt>Language</dt><dd>{language}</dd><dt>Run</dt><dd>{run}</dd><dt>Highest risk</dt><dd id=\"max-risk\" class=\"risk-{max}\">{max}</dd><dt>Catalog version</dt><dd>{catalog}</dd><dt>State</dt><dd id=\"state\">{status}</dd><dt>Expires</dt><dd>{expires}</dd></dl><h2>Plan</h2><table><caption>Each step the program may take, with its risk</caption><thead><tr><th scope=\"col\">Step</th><th scope=\"col\">Calls</th><th scope=\"col\">Risk</th><th scope=\"col\">Hints</th><th scope=\"col\">Branch</th></tr></thead><tbody>{steps}</tbody></table><h2>Program</h2>{program}<h2>Input</h2><pre id=\"input\">{input}</pre>{actions}<p><small>Approval {id}. An approval is used once, by exactly this request; any change to the program, input, mode or catalog needs a new one.</small></p>",
+        subject = escape(&row.subject),
+        tenant = escape(&row.tenant),
+        language = escape(&row.language),
+        run = escape(&text(&request["run"])),
+        max = escape(&text(&plan["max_risk"])),
+        catalog = escape(&text(&request["catalog_version"])),
+        status = escape(status),
+        expires = escape(&pilotage_engine::clock::rfc3339(row.expires_at)),
+        input = pretty(&request["input"]),
+        id = escape(&row.id),
+    );
+    html(StatusCode::OK, "Approve this Run?", &body)
+}
+
+#[derive(Debug, Deserialize)]
+struct SignIn {
+    token: String,
+}
+
+async fn sign_in(State(state): State<AdminState>, Path(id): Path<String>, Form(form): Form<SignIn>) -> Response {
+    let (tenant, subject) = match credential(&state, form.token.trim()).await {
+        Ok(Credential::Admin(Admin::Operator(who))) => (None, who),
+        Ok(Credential::Admin(Admin::TenantAdmin { tenant, subject }))
+        | Ok(Credential::Approver { tenant, subject }) => (Some(tenant), subject),
+        Ok(Credential::Other(_)) => {
+            return sign_in_form(&id, Some("This credential may not decide approvals (it holds no approver scope)."));
+        }
+        Err(_) => return sign_in_form(&id, Some("This credential is not valid.")),
+    };
+    let session = Session {
+        tenant,
+        subject,
+        exp: pilotage_engine::clock::system_now_ms() + SESSION_S * 1000,
+        nonce: hex::encode(rand::random::<[u8; 16]>()),
+    };
+    let sealed = seal(&state, "session", &serde_json::to_string(&session).unwrap_or_default());
+    let secure = if state.platform.public_url().starts_with("https://") { "; Secure" } else { "" };
+    let cookie = format!("{COOKIE}={sealed}; Path=/approvals; HttpOnly; SameSite=Strict; Max-Age={SESSION_S}{secure}");
+    let mut response = (StatusCode::SEE_OTHER, "").into_response();
+    if let (Ok(cookie), Ok(location)) =
+        (HeaderValue::from_str(&cookie), HeaderValue::from_str(&format!("/approvals/{}", urlencode(&id))))
+    {
+        response.headers_mut().insert(header::SET_COOKIE, cookie);
+        response.headers_mut().insert(header::LOCATION, location);
+    }
+    response
+}
+
+/// `id` percent-encoded as one path segment.
+fn urlencode(id: &str) -> String {
+    id.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b == b'_' || b == b'-' {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+#[derive(Debug, Deserialize)]
+struct DecisionForm {
+    decision: String,
+    csrf: String,
+}
+
+async fn decision(
+    State(state): State<AdminState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    peer: Option<axum::Extension<ConnectInfo<SocketAddr>>>,
+    Form(form): Form<DecisionForm>,
+) -> Response {
+    let Some(session) = session(&state, &headers) else {
+        return sign_in_form(&id, Some("Sign in first: your session ended."));
+    };
+    if !csrf_ok(&state, &session, &id, &form.csrf) {
+        return html(
+            StatusCode::FORBIDDEN,
+            "Refused",
+            "<h1>Refused</h1><p>This form was not issued to your session for this approval.</p>",
+        );
+    }
+    let approve = match form.decision.as_str() {
+        "approve" => true,
+        "reject" => false,
+        _ => return html(StatusCode::BAD_REQUEST, "Refused", "<h1>Refused</h1><p>Decide approve or reject.</p>"),
+    };
+    let row = match state.platform.store().approval_by_id(&id).await {
+        Ok(Some(row)) if session.approver().may(&row.tenant) => row,
+        Ok(_) => return not_found(),
+        Err(error) => {
+            tracing::error!(%error, "cannot read an approval");
+            return html(StatusCode::INTERNAL_SERVER_ERROR, "Failure", "<h1>The server failed</h1>");
+        }
+    };
+    let address = peer.map_or_else(|| "unknown".to_owned(), |axum::Extension(ConnectInfo(addr))| addr.ip().to_string());
+    match approvals::decide(&state.platform, &row.tenant, &id, approve, &session.approver(), &address).await {
+        Ok(_) => {
+            let mut response = (StatusCode::SEE_OTHER, "").into_response();
+            if let Ok(location) = HeaderValue::from_str(&format!("/approvals/{}", urlencode(&id))) {
+                response.headers_mut().insert(header::LOCATION, location);
+            }
+            response
+        }
+        Err(DecideError::NotPending(state)) => html(
+            StatusCode::CONFLICT,
+            "Already decided",
+            &format!("<h1>Nothing was decided</h1><p id=\"conflict\">This approval is {}.</p>", escape(&state)),
+        ),
+        Err(DecideError::OwnRequest) => html(
+            StatusCode::FORBIDDEN,
+            "Refused",
+            "<h1>Refused</h1><p>You asked for this Run: someone else must decide it.</p>",
+        ),
+        Err(DecideError::NotFound) => not_found(),
+        Err(error) => {
+            tracing::error!(%error, "cannot decide an approval");
+            html(StatusCode::INTERNAL_SERVER_ERROR, "Failure", "<h1>The server failed</h1>")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_escaped_for_content_and_attributes() {
+        assert_eq!(escape("<script>\"x\"&'y'</script>"), "&lt;script&gt;&quot;x&quot;&amp;&#39;y&#39;&lt;/script&gt;");
+        assert_eq!(urlencode("apr_0a/..?"), "apr_0a%2F..%3F".replace("..", "%2E%2E"));
+    }
+}

@@ -21,6 +21,7 @@
 //! fetched by `run_id`).
 
 use std::io::Write;
+use std::path::Path;
 
 use serde_json::{Value, json};
 
@@ -59,6 +60,8 @@ pub enum DemoError {
     #[error("cannot write the demo's output: {0}")]
     Output(#[from] std::io::Error),
 }
+
+mod approval;
 
 struct Narrator<'o> {
     out: &'o mut dyn Write,
@@ -105,13 +108,14 @@ fn typo_program() -> Value {
 /// [`DemoError`] when the server cannot start or the client loses it;
 /// scenario failures are in the report.
 pub async fn run(settings: Settings, out: &mut dyn Write) -> Result<DemoReport, DemoError> {
+    let data_dir = settings.data_dir.clone();
     let server = start(settings, &pilotage_bundled::ALL).await?;
-    let result = scenarios(&server, out).await;
+    let result = scenarios(&server, out, &data_dir).await;
     server.stop().await;
     result
 }
 
-async fn scenarios(server: &Server, out: &mut dyn Write) -> Result<DemoReport, DemoError> {
+async fn scenarios(server: &Server, out: &mut dyn Write, data_dir: &Path) -> Result<DemoReport, DemoError> {
     let mut n = Narrator { out, report: DemoReport::default() };
     let url = server.mcp_url();
     n.say(&format!("Pilotage Platform demo: the server is up at {url} (SQLite, demo tenant, bundled Languages)."))?;
@@ -321,7 +325,7 @@ async fn scenarios(server: &Server, out: &mut dyn Write) -> Result<DemoReport, D
     sql_story(server, &mut client, &mut n, &options).await?;
 
     // 10. Automation.
-    automation_story(server, &mut client, &mut n).await?;
+    automation_story(server, &mut client, &mut n, data_dir).await?;
 
     let passed = n.report.passed.len();
     let failed = n.report.failed.len();
@@ -472,7 +476,12 @@ fn decisions(execution: Option<&pilotage_protocol::requests::ExecuteResponse>) -
         .unwrap_or_default()
 }
 
-async fn automation_story(server: &Server, client: &mut PilotageClient, n: &mut Narrator<'_>) -> Result<(), DemoError> {
+async fn automation_story(
+    server: &Server,
+    client: &mut PilotageClient,
+    n: &mut Narrator<'_>,
+    data_dir: &Path,
+) -> Result<(), DemoError> {
     n.say(&format!(
         "\n10. Automation ({AUTOMATION}): \"when the front door opens after 22:00 in Europe/Paris, turn on the porch light\"."
     ))?;
@@ -525,10 +534,13 @@ async fn automation_story(server: &Server, client: &mut PilotageClient, n: &mut 
             && calls("/home/front_door/unlock") == unlocks_before,
         "it was sent",
     )?;
+    approval::held_then_rejected(server, client, n, data_dir, AUTOMATION, &rule).await?;
     if let Some(actions) = rule["actions"].as_array_mut() {
         actions.retain(|action| action["id"] != "unlock");
     }
-    n.say("   The agent drops the unlock step; the plan's highest risk is now write (the light).")?;
+    n.say(
+        "   The agent drops the unlock step; the plan's highest risk is now write (the light), which the tenant's policy allows.",
+    )?;
 
     // An immediate Run of a rule with a trigger is refused, with the way out.
     let tool = client.language(AUTOMATION)?.loop_tools.execute.clone().unwrap_or_default();

@@ -19,6 +19,7 @@ use commands::admin::{
     AdminArgs, CatalogCommand, DatasourceCommand, DeploymentCommand, SecretCommand, TenantCommand, catalog_command,
     datasource_command, deployment_command, publish, secret_command, tenant_command,
 };
+use commands::approval::{ApprovalCommand, PolicyCommand, approval_command, policy_command};
 use commands::client::{ClientArgs, client};
 use commands::conformance::{ConformanceArgs, conformance};
 use commands::language::{LanguageCommand, language_check, language_new};
@@ -82,6 +83,12 @@ enum Command {
     /// brokers `mqtt:<broker>`, values referenced by catalog bindings)
     /// through the admin API.
     Secret(AdminArgs<SecretCommand>),
+    /// Show or set a tenant's policy on risk (allow, approve, deny;
+    /// budgets) through the admin API.
+    Policy(AdminArgs<PolicyCommand>),
+    /// List, read, approve and reject a tenant's approval requests through
+    /// the admin API.
+    Approval(AdminArgs<ApprovalCommand>),
 }
 
 fn main() -> ExitCode {
@@ -113,6 +120,8 @@ fn main() -> ExitCode {
         Command::Datasource(args) => block_on(datasource_command(args)),
         Command::Deployment(args) => block_on(deployment_command(args)),
         Command::Secret(args) => block_on(secret_command(args)),
+        Command::Policy(args) => block_on(policy_command(args)),
+        Command::Approval(args) => block_on(approval_command(args)),
         Command::Client(args) => block_on(client(args)),
         Command::Conformance(args) => block_on(conformance(args)),
     };

@@ -1,6 +1,6 @@
 //! The operator commands (`tenant`, `catalog`, `datasource`, `deployment`,
 //! `secret`, `language publish`): each drives the admin API (`/admin/v1`)
-//! of a running server.
+//! of a running server. `policy` and `approval` are in `approval.rs`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -16,12 +16,12 @@ use crate::output::{print_json, say};
 pub(crate) struct AdminArgs<C: Subcommand> {
     /// The server's base URL.
     #[arg(long, env = "PILOTAGE_SERVER", default_value = "http://127.0.0.1:8480", global = true)]
-    server: String,
+    pub(crate) server: String,
     /// The operator token (or a bearer token with an admin scope).
     #[arg(long, env = "PILOTAGE_ADMIN_TOKEN", global = true)]
-    admin_token: Option<String>,
+    pub(crate) admin_token: Option<String>,
     #[command(subcommand)]
-    command: C,
+    pub(crate) command: C,
 }
 
 #[derive(Subcommand)]
@@ -201,7 +201,7 @@ pub(crate) struct AdminClient {
 }
 
 impl AdminClient {
-    fn new(server: &str, token: Option<&str>) -> AdminClient {
+    pub(crate) fn new(server: &str, token: Option<&str>) -> AdminClient {
         pilotage_client::install_crypto_provider();
         AdminClient {
             http: reqwest::Client::new(),
@@ -210,7 +210,7 @@ impl AdminClient {
         }
     }
 
-    async fn send(
+    pub(crate) async fn send(
         &self,
         method: reqwest::Method,
         path: &str,
@@ -240,7 +240,7 @@ impl AdminClient {
         Ok(value)
     }
 
-    async fn json(&self, method: reqwest::Method, path: &str, body: &Value) -> Result<Value> {
+    pub(crate) async fn json(&self, method: reqwest::Method, path: &str, body: &Value) -> Result<Value> {
         self.send(method, path, Some(serde_json::to_vec(body)?), "application/json").await
     }
 }

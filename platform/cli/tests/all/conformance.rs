@@ -572,3 +572,26 @@ async fn every_reachable_sql_closed_set_member_has_a_good_and_a_bad_case() {
     connection.close().await;
     server.stop().await;
 }
+
+/// The vectors pass as before against a tenant whose policy on risk is
+/// strict (issue 28): destructive plans denied, write plans within a
+/// budget. No workflow vector executes a destructive plan, so every
+/// result is what it is under the default policy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_vectors_pass_for_workflow_under_a_strict_policy() {
+    let server = conformance_server(Backend::Sqlite, "PT1H", false).await;
+    let policy: pilotage_server::policy::Policy = serde_json::from_value(serde_json::json!({
+        "rules": [{"risk": "destructive", "decision": "deny"}, {"risk": "write", "decision": "allow", "open_world": true}],
+        "budgets": [{"risk": "write", "runs": 1000, "window_s": 3600}]
+    }))
+    .unwrap();
+    assert!(!policy.allows_all());
+    server.platform.tenant("demo").unwrap().set_policy(policy);
+    let operator = InProcess { server: &server, edits: AtomicU64::new(0) };
+    let connection = Connection::http(&server.mcp_url(), None).await.unwrap();
+    let binding = binding("workflow.json");
+    let runner = Runner::new(&connection, &binding, schema_document(), Some(&operator)).await.unwrap();
+    assert_results(Backend::Sqlite, &runner.run_all(&vectors()).await, 44);
+    connection.close().await;
+    server.stop().await;
+}

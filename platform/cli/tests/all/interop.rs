@@ -221,3 +221,31 @@ async fn the_mcp_inspector_cli_lists_resources_and_templates() {
     assert!(manifest["languages"].as_array().is_some_and(|l| !l.is_empty()), "{manifest}");
     server.stop().await;
 }
+
+/// Approvals through a real SDK client's URL-mode elicitation (issue 28):
+/// the demo tenant's policy holds destructive plans; the Python SDK's
+/// elicitation callback plays the person (approve, reject, decline) on the
+/// 2025-11-25 revision (the server asks over the session) and on
+/// 2026-07-28 (an `InputRequiredResult`, answered and retried). Only the
+/// two approved cancellations reach the demo capability service.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_client_approves_in_the_call_through_url_elicitation() {
+    let python = tokio::task::spawn_blocking(python_sdk).await.expect("the install runs");
+    let mut configured = settings(Backend::Sqlite).await;
+    configured.admin_token = Some(crate::tenancy::ADMIN_TOKEN.into());
+    let server = server(configured).await;
+    let policy = serde_json::json!({"rules": [{"risk": "destructive", "decision": "approve"}]});
+    let (status, body) =
+        crate::tenancy::admin(&server, reqwest::Method::PUT, "/tenants/demo/policy", Some(policy)).await;
+    assert_eq!(status, 200, "{body}");
+    sdk_passes_with(
+        python,
+        "tests/interop/py/approval.py",
+        vec![server.mcp_url(), crate::tenancy::ADMIN_TOKEN.to_owned()],
+        20,
+    )
+    .await;
+    let (_, world) = server.demo_world.as_ref().expect("the demo capability service");
+    assert_eq!(world.calls().get("/orders/cancel"), Some(&2), "only the approved Runs cancelled an order");
+    server.stop().await;
+}

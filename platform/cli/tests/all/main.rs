@@ -24,6 +24,7 @@ mod layout;
 mod main_job;
 mod mcp_server;
 mod narration;
+mod policy;
 mod protocol_schema;
 mod recipe_twins;
 mod resources;

@@ -60,7 +60,8 @@ async fn demo_passes(backend: Backend) {
 }
 
 /// The automation story of issue 14 happened, each check passed: the
-/// destructive draft stopped at the gate, the immediate Run refused, the
+/// destructive draft stopped at the gate, then held by the tenant's policy
+/// and rejected on the approval page, the immediate Run refused, the
 /// test runs at 14:03 and 22:30, the deploy, the door opening at night
 /// delivered and firing the rule, the light really on, the firing's trace
 /// fetched.
@@ -68,6 +69,10 @@ fn automation_story_happened(report: &DemoRun, text: &str) {
     for check in [
         "front_door.unlock is destructive",
         "the destructive plan (front_door.unlock) needed approval and was not sent",
+        "the tenant's policy is set: destructive plans need a human's approval",
+        "the platform held the destructive plan (approval_required, the approval page named) and ran nothing",
+        "the approval page showed the plan, front_door.unlock destructive, and took the rejection",
+        "the agent is told the human rejected exactly this request (approval_rejected)",
         "an immediate Run of a rule with a trigger is refused",
         "at 14:03 the rule skips, and the decision names the clock",
         "the narration answers from the recorded decision, labelled as interpretation",

@@ -363,6 +363,12 @@ def main() -> int:
     check_refused(checks, "a pull policy outside the closed set", {"image": {"pullPolicy": "Sometimes"}}, "pullPolicy")
     check_refused(
         checks,
+        "a policy decision outside the closed set",
+        {"policies": {"acme": {"rules": [{"risk": "write", "decision": "maybe"}]}}},
+        "decision",
+    )
+    check_refused(
+        checks,
         "no JWT issuer at all (neither auth.issuers nor a Secret)",
         {"secrets": {"jwtIssuers": {"name": ""}}},
         "no JWT issuer",

@@ -88,14 +88,19 @@ pub struct Execution {
 }
 
 /// How a Run may be steered from outside while it runs: a longer wall
-/// time than the engine's execution bound (a task Run, set per tenant)
-/// and a [`Cancellation`]. The default is an ordinary Run.
+/// time than the engine's execution bound (a task Run, set per tenant), a
+/// lower invocation bound (a tenant's policy) and a [`Cancellation`]. The
+/// default is an ordinary Run.
 #[derive(Clone, Debug, Default)]
 pub struct RunControl {
     /// The Run's wall-time bound in milliseconds, instead of the engine's
     /// `bounds.execution.wall_time_ms`. Still enforced the same way
     /// (statement timeouts, the host's clock check, epoch interruption).
     pub wall_time_ms: Option<u64>,
+    /// At most this many invocations, when below the engine's
+    /// `bounds.execution`'s `invocations_per_run` (never above it). The
+    /// invocation past it is refused and the Run ends `resource_exhausted`.
+    pub max_invocations: Option<u32>,
     /// Stops the Run at its next invocation boundary when cancelled.
     pub cancellation: Option<Cancellation>,
 }
@@ -113,6 +118,9 @@ pub fn execute_controlled(component: &Component, request: ExecutionRequest<'_>, 
     let mut bounds = component.engine().bounds().clone();
     if let Some(wall_time_ms) = control.wall_time_ms {
         bounds.execution.wall_time_ms = wall_time_ms;
+    }
+    if let Some(max) = control.max_invocations {
+        bounds.invocations_per_run = bounds.invocations_per_run.min(max);
     }
     let bounds = &bounds;
     let mut allowed: BTreeSet<String> = request.references.iter().cloned().collect();

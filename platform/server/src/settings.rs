@@ -200,6 +200,13 @@ pub struct Settings {
     /// sources, HTTP bindings): `allow_private` (default: the demo's
     /// value) and operator-wide CIDRs (`crate::egress`).
     pub egress: crate::egress::EgressSettings,
+    /// Tenants' policies on risk set by this file (`[policies.<tenant>]`,
+    /// each a `crate::policy::Policy`): at start each is stored on its
+    /// tenant (when it differs, audited as set by `settings`), so a file the
+    /// chart mounts decides them; a policy set later through the admin API
+    /// holds until the next start. A tenant that does not exist is logged
+    /// and skipped.
+    pub policies: std::collections::BTreeMap<String, crate::policy::Policy>,
     /// What the MCP server card (`/mcp/server-card`) says of this server.
     pub server_card: ServerCardSettings,
     /// Agent authentication.
@@ -286,6 +293,7 @@ impl Default for Settings {
             bounds: Bounds::default(),
             idempotency: Default::default(),
             egress: Default::default(),
+            policies: Default::default(),
             server_card: ServerCardSettings::default(),
             auth: crate::auth::AuthSettings::default(),
             admin_token: None,
@@ -430,6 +438,14 @@ impl Settings {
                 field: "bounds.core_instances_per_component",
                 message: "must be between 1 and 1024 (the engine's pool of core instances)".into(),
             });
+        }
+        for (tenant, policy) in &self.policies {
+            if let Err(crate::policy::PolicyError::OutOfRange { member, message }) = policy.check() {
+                return Err(ConfigError::Invalid {
+                    field: "policies",
+                    message: format!("policies.{tenant}.{member}: {message}"),
+                });
+            }
         }
         if self.request_timeout_ms <= self.bounds.execution.wall_time_ms {
             return Err(ConfigError::Invalid {

@@ -106,6 +106,11 @@ fn the_chart_settings_file_is_one_the_server_accepts() {
     assert_eq!(production.auth.mode, AuthMode::Jwt);
     assert!(!production.demo);
     assert_eq!(production.resource(), "https://pilotage.example.com/mcp");
+    // The production values' policy of tenant acme reached the file as
+    // `[policies.acme]` and reads as the server's policy.
+    let acme = production.policies.get("acme").expect("acme's policy in the settings file");
+    assert_eq!(acme.rules[0].decision, pilotage_server::policy::Decision::Approve);
+    assert_eq!((acme.budgets[0].runs, acme.budgets[0].window_s), (20, 3600));
 
     // Default values take the issuers from a Secret (PILOTAGE_JWT_ISSUERS):
     // the file alone is refused for want of one, and accepted once the

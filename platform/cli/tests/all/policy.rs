@@ -168,6 +168,12 @@ async fn the_tenants_policy_holds_denies_and_budgets_runs() {
     let bobs = run(&bob, "cap_wipe", "42").await;
     assert_eq!(bobs["outcome"]["status"], "approval_required");
     assert_ne!(bobs["approval"]["id"], id.as_str());
+    let mut renamed = program("cap_wipe", "42");
+    renamed["steps"][0]["id"] = json!("wipe");
+    renamed["output"] = json!("$.steps.wipe.output.name");
+    let other_program = result(alice.call("run_workflow", json!({"workflow": renamed})).await.unwrap());
+    assert_eq!(other_program["outcome"]["status"], "approval_required", "another program: {other_program}");
+    assert_ne!(other_program["approval"]["id"], id.as_str());
     let other_input = run(&alice, "cap_wipe", "7").await;
     assert_eq!(other_input["outcome"]["status"], "approval_required");
     assert_ne!(other_input["approval"]["id"], id.as_str());
@@ -243,6 +249,18 @@ async fn the_tenants_policy_holds_denies_and_budgets_runs() {
     assert_eq!(run(&alice, "cap_write", "42").await["outcome"]["status"], "success", "per principal");
     server.platform.clock().advance(std::time::Duration::from_secs(3600));
     assert_eq!(run(&bob, "cap_write", "42").await["outcome"]["status"], "success", "the window reset");
+
+    // Invocations per Run: a policy's bound below the platform's.
+    let (status, _) =
+        admin(server, reqwest::Method::PUT, "/tenants/acme/policy", Some(json!({"max_invocations_per_run": 1}))).await;
+    assert_eq!(status, 200);
+    let twice = json!({"steps": [
+        {"id": "a", "kind": "call", "capability": "cap_shared", "with": {"user_id": "42"}},
+        {"id": "b", "kind": "call", "capability": "cap_shared", "with": {"user_id": "7"}}], "output": "$.steps.b.output.name"});
+    let bounded = result(bob.call("run_workflow", json!({"workflow": twice})).await.unwrap());
+    assert_eq!(bounded["outcome"]["status"], "resource_exhausted", "{bounded}");
+    assert!(bounded["outcome"]["error"].as_str().unwrap().contains("bound of 1 invocations"), "{bounded}");
+    assert_eq!(run(&bob, "cap_shared", "42").await["outcome"]["status"], "success");
 
     // Every decision is in the audit log.
     let (_, audit) = admin(server, reqwest::Method::GET, "/audit?limit=200", None).await;
@@ -437,6 +455,24 @@ async fn deploys_and_test_runs_meet_the_policy(backend: crate::endpoint::Backend
     let tester = pilotage_client::Connection::http(&server.mcp_url(), Some(&tester_token)).await.unwrap();
     let simulated = automation(&tester, porch_rule(false), test.clone()).await;
     assert_eq!(simulated["outcome"]["status"], "success", "{simulated}");
+
+    // The other way round: deploys denied, test runs held for approval.
+    let policy = json!({"rules": [
+        {"risk": "write", "decision": "deny", "runs": ["deploy"]},
+        {"risk": "write", "decision": "approve", "runs": ["test"]}
+    ]});
+    let (status, _) = admin(&server, reqwest::Method::PUT, "/tenants/demo/policy", Some(policy)).await;
+    assert_eq!(status, 200);
+    let refused = automation(&agent, porch_rule(false), deploy.clone()).await;
+    assert_eq!(refused["outcome"]["status"], "policy_denied", "{refused}");
+    let held = automation(&agent, porch_rule(false), test.clone()).await;
+    assert_eq!(held["outcome"]["status"], "approval_required", "{held}");
+    let id = held["approval"]["id"].as_str().unwrap();
+    let (status, _) =
+        admin(&server, reqwest::Method::POST, &format!("/tenants/demo/approvals/{id}/approve"), None).await;
+    assert_eq!(status, 200);
+    let simulated = automation(&agent, porch_rule(false), test.clone()).await;
+    assert_eq!(simulated["outcome"]["status"], "success", "{simulated}");
     server.stop().await;
 }
 
@@ -485,6 +521,16 @@ impl rmcp::ClientHandler for Reviewer {
     }
 }
 
+/// `run_workflow` with `arguments` on an rmcp client.
+async fn call(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, Reviewer>,
+    arguments: Value,
+) -> rmcp::model::CallToolResult {
+    let params =
+        rmcp::model::CallToolRequestParams::new("run_workflow").with_arguments(arguments.as_object().unwrap().clone());
+    client.call_tool(params).await.unwrap()
+}
+
 async fn reviewer_client(
     url: &str,
     token: &str,
@@ -529,13 +575,7 @@ async fn an_approval_made_on_one_replica_releases_a_call_waiting_on_the_other() 
     let reviewer = Reviewer { info: info.clone(), decide_at: Some(base_b.clone()), seen: seen.clone() };
     let client = reviewer_client(&format!("{base_a}/mcp"), &token, reviewer).await;
     let started = std::time::Instant::now();
-    let answer = client
-        .call_tool(
-            rmcp::model::CallToolRequestParams::new("run_workflow")
-                .with_arguments(cancel("released").as_object().unwrap().clone()),
-        )
-        .await
-        .unwrap();
+    let answer = call(&client, cancel("released")).await;
     let waited = started.elapsed();
     let structured = answer.structured_content.clone().unwrap_or_default();
     assert_eq!(structured["outcome"]["status"], "success", "{structured}");
@@ -554,13 +594,7 @@ async fn an_approval_made_on_one_replica_releases_a_call_waiting_on_the_other() 
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let client = reviewer_client(&format!("{base_a}/mcp"), &token, Reviewer { info, decide_at: None, seen }).await;
     let started = std::time::Instant::now();
-    let answer = client
-        .call_tool(
-            rmcp::model::CallToolRequestParams::new("run_workflow")
-                .with_arguments(cancel("unanswered").as_object().unwrap().clone()),
-        )
-        .await
-        .unwrap();
+    let answer = call(&client, cancel("unanswered")).await;
     let structured = answer.structured_content.clone().unwrap_or_default();
     assert_eq!(structured["outcome"]["status"], "approval_required", "{structured}");
     assert!(
@@ -574,4 +608,41 @@ async fn an_approval_made_on_one_replica_releases_a_call_waiting_on_the_other() 
         let _ = process.child.kill().await;
     }
     let _ = std::fs::remove_dir_all(&data_dir);
+}
+
+/// Policies the settings file gives (`[policies.<tenant>]`, what the Helm
+/// chart mounts) are stored on their tenants at start and audited as set by
+/// `settings`; one for a tenant that does not exist is skipped; one out of
+/// range stops the start with its member named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_settings_file_sets_tenants_policies_at_start() {
+    let mut configured = crate::endpoint::settings(crate::endpoint::Backend::Sqlite).await;
+    configured.admin_token = Some(crate::tenancy::ADMIN_TOKEN.into());
+    let text = r#"
+        [policies.demo]
+        approval_ttl_s = 600
+        [[policies.demo.rules]]
+        risk = "destructive"
+        decision = "approve"
+        [policies.nobody]
+        rules = []
+    "#;
+    let from_file: pilotage_server::settings::Settings = toml::from_str(text).unwrap();
+    configured.policies = from_file.policies;
+    configured.check().unwrap();
+    let server = crate::endpoint::server(configured.clone()).await;
+    let (_, stored) = admin(&server, reqwest::Method::GET, "/tenants/demo/policy", None).await;
+    assert_eq!(stored["policy"]["rules"][0]["decision"], "approve", "{stored}");
+    let (_, audit) = admin(&server, reqwest::Method::GET, "/audit", None).await;
+    let set = audit["audit"].as_array().unwrap().iter().find(|r| r["action"] == "tenant.policy").cloned();
+    assert_eq!(set.as_ref().map(|r| r["actor"].clone()), Some(json!("settings")), "{audit}");
+    let agent = pilotage_client::Connection::http(&server.mcp_url(), None).await.unwrap();
+    let cancel = json!({"workflow": {"steps": [{"id": "c", "kind": "call", "capability": "cap_cancel_order", "with": {"order_id": "o-1001"}}]}});
+    let held = result(agent.call("run_workflow", cancel).await.unwrap());
+    assert_eq!(held["outcome"]["status"], "approval_required", "{held}");
+    server.stop().await;
+
+    let bad: pilotage_server::settings::Settings = toml::from_str("[policies.demo]\napproval_ttl_s = 0\n").unwrap();
+    let error = bad.check().unwrap_err().to_string();
+    assert!(error.contains("policies.demo.approval_ttl_s"), "{error}");
 }

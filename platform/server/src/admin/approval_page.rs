@@ -30,6 +30,7 @@ use serde_json::Value;
 use super::api::{AdminState, Credential, credential};
 use crate::admin::api::Admin;
 use crate::policy::approvals::{self, Approver, DecideError};
+use pilotage_store::ApprovalRow;
 
 /// The session cookie's name.
 const COOKIE: &str = "pilotage_approver";
@@ -160,17 +161,26 @@ fn sign_in_form(id: &str, message: Option<&str>) -> Response {
     )
 }
 
+/// The approval `id` if the session's approver may see it; else the page
+/// to answer (the same 404 for another tenant's and for none).
+async fn visible(state: &AdminState, session: &Session, id: &str) -> Result<ApprovalRow, Response> {
+    match state.platform.store().approval_by_id(id).await {
+        Ok(Some(row)) if session.approver().may(&row.tenant) => Ok(row),
+        Ok(_) => Err(not_found()),
+        Err(error) => {
+            tracing::error!(%error, "cannot read an approval");
+            Err(html(StatusCode::INTERNAL_SERVER_ERROR, "Failure", "<h1>The server failed</h1>"))
+        }
+    }
+}
+
 async fn page(State(state): State<AdminState>, Path(id): Path<String>, headers: HeaderMap) -> Response {
     let Some(session) = session(&state, &headers) else {
         return sign_in_form(&id, None);
     };
-    let row = match state.platform.store().approval_by_id(&id).await {
-        Ok(Some(row)) if session.approver().may(&row.tenant) => row,
-        Ok(_) => return not_found(),
-        Err(error) => {
-            tracing::error!(%error, "cannot read an approval");
-            return html(StatusCode::INTERNAL_SERVER_ERROR, "Failure", "<h1>The server failed</h1>");
-        }
+    let row = match visible(&state, &session, &id).await {
+        Ok(row) => row,
+        Err(refusal) => return refusal,
     };
     let now = state.platform.clock().now_ms();
     let status = approvals::state_at(&row, now);
@@ -311,13 +321,9 @@ async fn decision(
         "reject" => false,
         _ => return html(StatusCode::BAD_REQUEST, "Refused", "<h1>Refused</h1><p>Decide approve or reject.</p>"),
     };
-    let row = match state.platform.store().approval_by_id(&id).await {
-        Ok(Some(row)) if session.approver().may(&row.tenant) => row,
-        Ok(_) => return not_found(),
-        Err(error) => {
-            tracing::error!(%error, "cannot read an approval");
-            return html(StatusCode::INTERNAL_SERVER_ERROR, "Failure", "<h1>The server failed</h1>");
-        }
+    let row = match visible(&state, &session, &id).await {
+        Ok(row) => row,
+        Err(refusal) => return refusal,
     };
     let address = peer.map_or_else(|| "unknown".to_owned(), |axum::Extension(ConnectInfo(addr))| addr.ip().to_string());
     match approvals::decide(&state.platform, &row.tenant, &id, approve, &session.approver(), &address).await {

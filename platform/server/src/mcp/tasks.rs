@@ -114,6 +114,7 @@ pub(super) async fn start(
         let control = RunControl {
             wall_time_ms: Some(context.tenant.quotas().task_wall_time_ms.max(1)),
             cancellation: Some(cancellation.clone()),
+            max_invocations: None,
         };
         let run = execute_with(&context, &slot, &args, &control);
         tokio::pin!(run);

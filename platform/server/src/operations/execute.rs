@@ -542,6 +542,16 @@ pub(crate) async fn execute_with(
             .await);
         }
     }
+    // The tenant's policy may bound the Run's invocations below the
+    // platform's bound (a budget of invocations per Run).
+    let limited;
+    let control = match context.tenant.policy().max_invocations_per_run {
+        Some(max) => {
+            limited = RunControl { max_invocations: Some(max), ..control.clone() };
+            &limited
+        }
+        None => control,
+    };
     let response = run(
         context,
         slot,

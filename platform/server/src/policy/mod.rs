@@ -49,8 +49,41 @@ pub struct Policy {
     pub budgets: Vec<Budget>,
     /// How long an approval request counts, in seconds (default 900, at
     /// most 31 days).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "whole::optional")]
     pub approval_ttl_s: Option<u64>,
+    /// At most this many invocations per Run (below the platform's own
+    /// bound, never above it); the invocation past it is refused and the
+    /// Run ends `resource_exhausted`, as at the platform's bound.
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "whole::optional")]
+    pub max_invocations_per_run: Option<u32>,
+}
+
+/// Whole numbers written either way: `900` or `900.0` (Helm's `toToml`
+/// writes every number of a chart's values as a float).
+mod whole {
+    use serde::{Deserialize, Deserializer, de::Error};
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Written {
+        Integer(u64),
+        Float(f64),
+    }
+
+    /// A whole number that fits `T`.
+    pub(super) fn number<'de, D: Deserializer<'de>, T: TryFrom<u64>>(deserializer: D) -> Result<T, D::Error> {
+        let value = match Written::deserialize(deserializer)? {
+            Written::Integer(value) => value,
+            Written::Float(value) if value >= 0.0 && value.fract() == 0.0 && value <= u64::MAX as f64 => value as u64,
+            Written::Float(value) => return Err(D::Error::custom(format!("{value} is not a whole number"))),
+        };
+        T::try_from(value).map_err(|_| D::Error::custom(format!("{value} is too large")))
+    }
+
+    /// An optional whole number that fits `T`.
+    pub(super) fn optional<'de, D: Deserializer<'de>, T: TryFrom<u64>>(deserializer: D) -> Result<Option<T>, D::Error> {
+        number(deserializer).map(Some)
+    }
 }
 
 /// A plan's risk class, from its maximum `risk_hints` (Part II §5.3),
@@ -174,8 +207,10 @@ pub struct Budget {
     /// The least risk class counted.
     pub risk: RiskClass,
     /// Runs allowed per window.
+    #[serde(deserialize_with = "whole::number")]
     pub runs: u32,
     /// The window, in seconds (1 to 31 days' worth).
+    #[serde(deserialize_with = "whole::number")]
     pub window_s: u64,
     /// Per principal (`principal`, the default) or for the whole tenant
     /// (`tenant`).
@@ -234,6 +269,9 @@ impl Policy {
     /// [`PolicyError::OutOfRange`] naming the first member out of range.
     pub fn check(&self) -> Result<(), PolicyError> {
         let out = |member: String, message: &str| PolicyError::OutOfRange { member, message: message.to_owned() };
+        if self.max_invocations_per_run == Some(0) {
+            return Err(out("max_invocations_per_run".into(), "at least 1 (omit it for the platform's bound)"));
+        }
         if let Some(ttl) = self.approval_ttl_s
             && !(1..=MAX_SECONDS).contains(&ttl)
         {
@@ -273,7 +311,8 @@ impl Policy {
         }
     }
 
-    /// Whether this is the policy that allows everything.
+    /// Whether this is the policy that allows everything (a lower
+    /// invocation bound is applied apart, to the Run).
     pub fn allows_all(&self) -> bool {
         self.rules.iter().all(|rule| rule.decision == Decision::Allow) && self.budgets.is_empty()
     }
@@ -316,6 +355,54 @@ impl Policy {
         let text = serde_json::to_string(self).unwrap_or_default();
         let digest = sha2::Sha256::digest(text.as_bytes());
         digest.iter().take(8).map(|byte| format!("{byte:02x}")).collect()
+    }
+}
+
+/// Stores the policies of the settings file (`[policies.<tenant>]`) on
+/// their tenants at start, each one that differs from the stored policy
+/// audited as set by `settings` and announced to the other replicas. A
+/// tenant that does not exist, or a store that fails, is logged; the
+/// tenant keeps what it had.
+pub(crate) async fn from_settings(
+    platform: &crate::tenancy::Platform,
+    policies: &std::collections::BTreeMap<String, Policy>,
+) {
+    for (tenant, policy) in policies {
+        let text = serde_json::to_string(policy).unwrap_or_else(|_| "{}".into());
+        let row = match platform.store().tenant(tenant).await {
+            Ok(Some(row)) => row,
+            Ok(None) => {
+                tracing::warn!(%tenant, "the settings give a policy for a tenant that does not exist; skipped");
+                continue;
+            }
+            Err(error) => {
+                tracing::error!(%tenant, %error, "cannot read the tenant of a policy in the settings");
+                continue;
+            }
+        };
+        if row.policy == text {
+            continue;
+        }
+        let from = serde_json::from_str::<Policy>(&row.policy).map(|p| p.version()).unwrap_or_default();
+        let updated = pilotage_store::tenants::TenantRow { policy: text, ..row };
+        if let Err(error) = platform.store().tenant_update(&updated).await {
+            tracing::error!(%tenant, %error, "cannot store the policy the settings give");
+            continue;
+        }
+        crate::tenancy::load::apply_row(platform, &updated);
+        crate::fleet::announce::announce(
+            platform,
+            vec![crate::fleet::announce::Change::Tenant { tenant: tenant.clone() }],
+        )
+        .await;
+        approvals::audit(
+            platform,
+            "settings",
+            "tenant.policy",
+            tenant,
+            serde_json::json!({"from_version": from, "version": policy.version(), "policy": policy}),
+        )
+        .await;
     }
 }
 
@@ -399,6 +486,17 @@ mod tests {
         }
         assert!(serde_json::from_str::<Policy>(r#"{"rules": [{"risk": "write", "decision": "maybe"}]}"#).is_err());
         assert!(serde_json::from_str::<Policy>(r#"{"rulez": []}"#).is_err());
+    }
+
+    #[test]
+    fn whole_numbers_may_be_written_as_floats_but_fractions_are_refused() {
+        let policy: Policy = serde_json::from_str(
+            r#"{"approval_ttl_s": 900.0, "budgets": [{"risk": "write", "runs": 2.0, "window_s": 60}]}"#,
+        )
+        .unwrap();
+        assert_eq!((policy.approval_ttl_s, policy.budgets[0].runs), (Some(900), 2));
+        assert!(serde_json::from_str::<Policy>(r#"{"approval_ttl_s": 1.5}"#).is_err());
+        assert!(serde_json::from_str::<Policy>(r#"{"max_invocations_per_run": 5000000000}"#).is_err());
     }
 
     #[test]

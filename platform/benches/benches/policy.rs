@@ -74,6 +74,16 @@ async fn evaluation(server: &Server, connection: &Connection) {
             policy(json!({"budgets": [{"risk": "read_only", "runs": 1_000_000_000u64, "window_s": 86400}]})),
         ),
     ];
+    // The figures are of the 10-step program the endpoint bench uses.
+    let validation = match connection
+        .call("validate_workflow", json!({"workflow": workload::ten_step_program(0)}))
+        .await
+        .expect("the server answers")
+    {
+        Reply::Result(value) => value,
+        Reply::RequestError(error) => panic!("{error:?}"),
+    };
+    assert_eq!(validation["plan"]["steps"].as_array().map(Vec::len), Some(workload::STEPS), "{validation}");
     let mut samples: Vec<Vec<Duration>> = vec![Vec::new(); policies.len()];
     for (_, chosen) in &policies {
         tenant.set_policy(chosen.clone());

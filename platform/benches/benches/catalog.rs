@@ -204,7 +204,7 @@ fn bench_backend(criterion: &mut Criterion, runtime: &Runtime, backend: &str) {
         let principal = principal(&scopes);
         let context = Context {
             platform: server.platform.clone(),
-            caller: Caller { principal: principal.clone(), session_id: None },
+            caller: Caller { principal: principal.clone(), session_id: None, address: None },
             tenant: tenant.clone(),
         };
         let first_page = json!({"language": LANGUAGE, "verb": "list", "limit": 100});

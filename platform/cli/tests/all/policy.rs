@@ -334,6 +334,7 @@ async fn a_human_reads_the_plan_and_decides_on_the_approval_page() {
     let step = settled(&approver, "tr.step", "cap_wipe").await;
     assert!(step.contains("act") && step.contains("cap_wipe") && step.contains("destructive"), "{step}");
     settled(&approver, "#program", "cap_wipe").await;
+    settled(&approver, "#from", "127.0.0.1").await;
     settled(&approver, "#input", "null").await;
     let cookie = approver.cookies().await.unwrap().into_iter().find(|c| c.name == "pilotage_approver").unwrap();
     assert_eq!(cookie.http_only, Some(true));
@@ -428,6 +429,7 @@ async fn deploys_and_test_runs_meet_the_policy(backend: crate::endpoint::Backend
     let (_, shown) = admin(&server, reqwest::Method::GET, &format!("/tenants/demo/approvals/{id}"), None).await;
     assert_eq!(shown["request"]["run"], "deploy", "{shown}");
     assert_eq!(shown["request"]["plan"]["max_risk"], "destructive");
+    assert_eq!(shown["request"]["from"], "127.0.0.1", "the asker's address is recorded: {shown}");
     // A test run of the same rule is another request: its own decision.
     let tested = automation(&agent, porch_rule(true), test.clone()).await;
     assert_eq!(tested["outcome"]["status"], "policy_denied", "a write-or-worse test run is denied here: {tested}");

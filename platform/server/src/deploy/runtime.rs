@@ -195,6 +195,7 @@ pub(crate) async fn fire(
                 scopes: deployment.scopes.clone(),
             },
             session_id: None,
+            address: None,
         },
         tenant,
     };

@@ -93,9 +93,17 @@ impl PilotageServer {
             .ok_or_else(|| McpError::invalid_request(format!("unknown tenant '{}'", principal.tenant), None))?;
         Ok(Context {
             platform: self.platform.clone(),
-            caller: Caller { principal, session_id: self.session_id(extensions) },
+            caller: Caller { principal, session_id: self.session_id(extensions), address: Self::address(extensions) },
             tenant,
         })
+    }
+
+    /// The connection's peer address the HTTP edge put on the request.
+    fn address(extensions: &rmcp::model::Extensions) -> Option<String> {
+        Self::parts(extensions)?
+            .extensions
+            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+            .map(|info| info.0.ip().to_string())
     }
 
     fn pilotage_meta(&self, extensions: &rmcp::model::Extensions) -> Option<MetaObject> {

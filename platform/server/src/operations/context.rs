@@ -39,6 +39,9 @@ pub struct Caller {
     pub principal: Principal,
     /// The MCP session the call arrived on, if any.
     pub session_id: Option<String>,
+    /// The address the request came from (the connection's peer), when it
+    /// came over the network: what an approval request records.
+    pub address: Option<String>,
 }
 
 /// What every operation works with: the platform, the caller's tenant.

@@ -443,6 +443,7 @@ pub(crate) async fn execute_with(
         catalog_version: snapshot.catalog_version(),
         plan: validated.response.plan.as_ref(),
         rule: None,
+        address: context.caller.address.as_deref(),
     };
     let gate = policy::gate::pass(
         &context.platform,

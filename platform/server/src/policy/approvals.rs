@@ -43,6 +43,8 @@ pub(crate) struct Asked<'a> {
     pub plan: Option<&'a Plan>,
     /// The index of the rule that asked for approval.
     pub rule: Option<usize>,
+    /// The address the request came from, when known.
+    pub address: Option<&'a str>,
 }
 
 impl Asked<'_> {
@@ -82,6 +84,7 @@ impl Asked<'_> {
             "plan": self.plan,
             "rule": self.rule,
             "policy_version": policy.version(),
+            "from": self.address,
         })
     }
 }
@@ -181,6 +184,7 @@ pub(crate) async fn admit(
             "rule": asked.rule,
             "policy_version": policy.version(),
             "expires_at": row.expires_at,
+            "from": asked.address,
         }),
     )
     .await;

@@ -61,7 +61,8 @@ pub(crate) async fn pass(
             &format!("{}@{}", asked.subject, asked.tenant),
             "policy.deny",
             run_id,
-            serde_json::json!({"language": asked.language, "run": asked.kind.as_str(), "rule": rule, "policy_version": policy.version()}),
+            serde_json::json!({"language": asked.language, "run": asked.kind.as_str(), "rule": rule,
+                               "policy_version": policy.version(), "from": asked.address}),
         )
         .await;
         return Ok(Gate::Refuse {

@@ -308,7 +308,7 @@ pub async fn start(settings: Settings, bundled: Bundled) -> Result<Server, Start
     // The files' Languages serve over the bundled and uploaded ones of the
     // same name, and follow their files until shutdown.
     language_files.install(&platform).await;
-    crate::policy::from_settings(&platform, &settings.policies).await;
+    crate::policy::settings_file::from_settings(&platform, &settings.policies).await;
 
     let listener = tokio::net::TcpListener::bind(settings.listen)
         .await

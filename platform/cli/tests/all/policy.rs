@@ -366,6 +366,35 @@ async fn a_human_reads_the_plan_and_decides_on_the_approval_page() {
 
     // The agent's retry runs now.
     assert_eq!(run(&alice, "cap_wipe", "7").await["outcome"]["status"], "success");
+
+    // A call that waits (its client shows URL elicitations) completes once
+    // the human approves on the page.
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let info = elicitation_client_info();
+    let waiting_client = reviewer_client(
+        &server.mcp_url(),
+        &world.token("acme", "alice", MCP),
+        Reviewer { info, decide_at: None, seen: seen.clone() },
+    )
+    .await;
+    let waiting = tokio::spawn(async move {
+        let answer = call(&waiting_client, json!({"workflow": program("cap_wipe", "13")})).await;
+        let _ = waiting_client.cancel().await;
+        answer.structured_content.unwrap_or_default()
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let (page_url, _) = loop {
+        if let Some(first) = seen.lock().unwrap().first().cloned() {
+            break first;
+        }
+        assert!(std::time::Instant::now() < deadline, "the waiting call sent no elicitation");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    approver.goto(&page_url.replacen("http://pilotage.test", &format!("http://{}", server.addr), 1)).await.unwrap();
+    approver.click("#approve").await.unwrap();
+    settled(&approver, "#state", "approved").await;
+    let completed = waiting.await.unwrap();
+    assert_eq!(completed["outcome"]["status"], "success", "the waiting call ran once approved: {completed}");
     // Reject through the page: the agent is told.
     let held = run(&alice, "cap_wipe", "8").await;
     let url = held["approval"]["url"].as_str().unwrap().replacen(
@@ -523,6 +552,18 @@ impl rmcp::ClientHandler for Reviewer {
     }
 }
 
+/// An MCP client's declaration: the Pilotage extension, and URL-mode
+/// elicitation (it can show a person a page).
+fn elicitation_client_info() -> rmcp::model::ClientConfig {
+    let mut capabilities = rmcp::model::ClientCapabilities::default();
+    let mut extensions = rmcp::model::ExtensionCapabilities::new();
+    extensions.insert(pilotage_protocol::EXTENSION_ID.to_owned(), serde_json::Map::new());
+    capabilities.extensions = Some(extensions);
+    capabilities.elicitation =
+        Some(rmcp::model::ElicitationCapability::new().with_url(rmcp::model::UrlElicitationCapability::new()));
+    rmcp::model::ClientConfig::new(capabilities, rmcp::model::Implementation::new("approval-tests", "1.0"))
+}
+
 /// `run_workflow` with `arguments` on an rmcp client.
 async fn call(
     client: &rmcp::service::RunningService<rmcp::RoleClient, Reviewer>,
@@ -560,13 +601,7 @@ async fn an_approval_made_on_one_replica_releases_a_call_waiting_on_the_other() 
     assert_eq!(status, 200, "{body}");
     let dev = pilotage_server::auth::dev::DevTokens::load(&data_dir, format!("{public}/mcp")).unwrap();
     let token = dev.mint("demo", "agent", &["pilotage:mcp".to_owned()], 600).unwrap();
-    let mut capabilities = rmcp::model::ClientCapabilities::default();
-    let mut extensions = rmcp::model::ExtensionCapabilities::new();
-    extensions.insert(pilotage_protocol::EXTENSION_ID.to_owned(), serde_json::Map::new());
-    capabilities.extensions = Some(extensions);
-    capabilities.elicitation =
-        Some(rmcp::model::ElicitationCapability::new().with_url(rmcp::model::UrlElicitationCapability::new()));
-    let info = rmcp::model::ClientConfig::new(capabilities, rmcp::model::Implementation::new("approval-fleet", "1.0"));
+    let info = elicitation_client_info();
     let cancel = |step: &str| {
         json!({"workflow": {"steps": [{"id": step, "kind": "call", "capability": "cap_cancel_order", "with": {"order_id": "o-1001"}}],
                             "output": format!("$.steps.{step}.output.status")}})

@@ -271,7 +271,7 @@ impl Engine {
         // failing its first run.
         let (mut store, fueled) = self.store(&self.inner.bounds.validation, crate::host::CallContext::describe());
         fueled.map_err(|e| EngineError::Config(format!("cannot set fuel: {e:#}")))?;
-        pre.instantiate(&mut store).map_err(|e| EngineError::Imports(format!("{e:#}")))?;
+        instantiate_first(&pre, &mut store)?;
         drop(store);
         let exports = ExportIndices::of(&compiled)?;
         let undescribed = Component {
@@ -325,6 +325,32 @@ impl Engine {
         let bytes =
             std::fs::read(path).map_err(|e| EngineError::Compile(format!("cannot read {}: {e}", path.display())))?;
         self.load(&bytes)
+    }
+}
+
+/// The first instantiation of a freshly loaded component, which also
+/// builds its copy-on-write memory image (a sealed memfd). Sealing a memfd
+/// fails with EBUSY while the kernel still holds a transient reference to
+/// one of its pages (`memfd_wait_for_pins`; seen once under memory
+/// pressure, on an 18 MB image): that failure is retried twice, after 50
+/// and 200 ms, since the image is built again on the next try; any other
+/// failure is the component's.
+fn instantiate_first(pre: &LanguagePre<HostState>, store: &mut wasmtime::Store<HostState>) -> Result<(), EngineError> {
+    let mut waits = [50, 200].into_iter();
+    loop {
+        match pre.instantiate(&mut *store) {
+            Ok(_) => return Ok(()),
+            Err(error) => {
+                let text = format!("{error:#}");
+                match waits.next() {
+                    Some(ms) if text.contains("seals to the memfd") => {
+                        tracing::warn!(%text, "sealing a component's memory image failed; retrying");
+                        std::thread::sleep(std::time::Duration::from_millis(ms));
+                    }
+                    _ => return Err(EngineError::Imports(text)),
+                }
+            }
+        }
     }
 }
 

@@ -266,6 +266,29 @@ impl Browser {
         Ok(())
     }
 
+    /// Makes the frame (an `iframe` element) matching `selector` the
+    /// context of every later command (find, text, script, …), as a person
+    /// reading inside it; a sandboxed or cross-origin frame too, which a
+    /// page's own script could not read. [`Browser::leave_frames`] returns
+    /// to the page.
+    ///
+    /// # Errors
+    /// [`BrowserError::WebDriver`] when no element matches or it is no
+    /// frame.
+    pub async fn enter_frame(&self, selector: &str) -> Result<(), BrowserError> {
+        let frame = self.find(selector).await?;
+        frame.element.enter_frame().await.map_err(step(format!("entering the frame {selector:?}")))
+    }
+
+    /// Makes the top-level page the context of later commands again, after
+    /// [`Browser::enter_frame`].
+    ///
+    /// # Errors
+    /// [`BrowserError::WebDriver`] when the session is gone.
+    pub async fn leave_frames(&self) -> Result<(), BrowserError> {
+        self.driver.enter_default_frame().await.map_err(step("returning to the top-level page"))
+    }
+
     /// The URL of the page shown now.
     ///
     /// # Errors

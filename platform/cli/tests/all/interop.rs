@@ -37,7 +37,7 @@ pub fn typescript_sdk() -> &'static str {
 
 /// The npm packages of `folder` (in the checkout), installed with `npm ci`
 /// when `package` is missing or the install is older than the lock file.
-fn npm_installed(folder: &str, package: &str, what: &str) {
+pub fn npm_installed(folder: &str, package: &str, what: &str) {
     let root = repository().join(folder);
     let installed = root.join("node_modules/.package-lock.json");
     let modified = |path: &Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();

@@ -22,6 +22,7 @@ mod language_loop;
 mod language_py;
 mod layout;
 mod main_job;
+mod mcp_apps;
 mod mcp_server;
 mod narration;
 mod policy;

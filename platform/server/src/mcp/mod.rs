@@ -8,6 +8,9 @@
 //! - `tools`: the tool surface and dispatch roles;
 //! - `content`: the result envelope, and the text block of execute and
 //!   trace-fetch results;
+//! - `apps`: the MCP Apps views (SEP-1865): the plan view of the validate
+//!   tools and the Run view of the execute and trace-fetch tools, as
+//!   `ui://` resources;
 //! - `tasks`: execute as an MCP task (the Tasks extension);
 //! - `approval_wait`: an execute held for approval, waited on in the same
 //!   call through URL-mode elicitation (or the 2026-07-28 input-required
@@ -23,6 +26,7 @@
 //! - [`observed`]: every request's server span and metrics.
 
 mod approval_wait;
+mod apps;
 pub(crate) mod arguments;
 mod content;
 pub mod listeners;

@@ -4,11 +4,14 @@
 //! itself: the same operation answers, for the same caller, and the text is
 //! the same JSON the tool's text block carries (conformance item 12), so
 //! visibility is exactly the tools'. The tools stay the required path.
+//! The MCP Apps views (`ui://`, `apps`) are listed and read here too; they
+//! mirror no tool and are the same for every caller.
 
 use rmcp::ErrorData as McpError;
 use rmcp::model::{ReadResourceResult, Resource, ResourceContents, ResourceTemplate};
 use serde_json::{Value, json};
 
+use super::apps;
 use crate::operations::{self, Context, OpError};
 use pilotage_protocol::resources::ResourceRef;
 
@@ -68,7 +71,9 @@ pub(crate) fn admit(context: &Context) -> Result<(), McpError> {
 }
 
 /// Every resource the caller can read: the manifest, then per Language
-/// its guide index, each guide, and its catalog's first page.
+/// its guide index, each guide, and its catalog's first page, then the
+/// two MCP Apps views (when the tenant has a Language, whose tools declare
+/// them).
 pub(crate) fn list(context: &Context) -> Vec<Resource> {
     let mut resources = vec![resource(
         ResourceRef::Manifest.uri(),
@@ -104,6 +109,9 @@ pub(crate) fn list(context: &Context) -> Vec<Resource> {
             ));
         }
     }
+    if !context.tenant.languages().is_empty() {
+        resources.extend(apps::list());
+    }
     resources
 }
 
@@ -131,14 +139,17 @@ pub(crate) fn templates() -> Vec<ResourceTemplate> {
 }
 
 /// Reads `uri` for `context`'s caller: the tool's answer as the text of
-/// one JSON content.
+/// one JSON content; a `ui://` URI is a view's document (`apps::read`).
 ///
 /// # Errors
 /// Resource not found (-32002; rmcp sends -32602 to 2026-07-28 peers, as
-/// that revision asks) for a URI of no known form and for what the tool
-/// answers with a request error (an unknown Language or guide, a bad
-/// cursor), the request error as `data`.
+/// that revision asks) for a URI of no known form, a `ui://` URI that is no
+/// view, and for what the tool answers with a request error (an unknown
+/// Language or guide, a bad cursor), the request error as `data`.
 pub(crate) fn read(context: &Context, uri: &str) -> Result<ReadResourceResult, McpError> {
+    if apps::is_ui(uri) {
+        return apps::read(uri).map_err(|error| McpError::resource_not_found(error.to_string(), None));
+    }
     let Some(resource) = ResourceRef::parse(uri) else {
         return Err(McpError::resource_not_found(
             format!(

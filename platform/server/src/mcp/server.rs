@@ -23,7 +23,7 @@ use super::listeners::Listeners;
 use super::resolution::ToolResolution;
 use super::tasks_2025::{self, Form2025};
 use super::tools::{self, ToolRole};
-use super::{arguments, resources, tasks};
+use super::{apps, arguments, resources, tasks};
 use crate::operations::{self, Caller, Context};
 use crate::tenancy::{Platform, Principal};
 use pilotage_protocol::{EXTENSION_ID, META_KEY, PILOTAGE_VERSION};
@@ -36,6 +36,13 @@ pub const INSTRUCTIONS: &str = "This server implements Pilotage (io.github.jafar
 shows what ran. Call pilotage_manifest first. Then read the core guide (pilotage_get_guide), look up the names you \
 need (pilotage_catalog), validate your program, run it with the catalog_version you validated against, and check the \
 trace against your task.";
+
+/// Whether `uri` names a resource of this server's kinds: one of the
+/// Pilotage surface (`pilotage://`, Part III §8.3) or an MCP Apps view
+/// (`ui://`, SEP-1865), which may be subscribed to like any other.
+fn is_resource(uri: &str) -> bool {
+    pilotage_protocol::resources::ResourceRef::parse(uri).is_some() || apps::View::parse(uri).is_some()
+}
 
 /// The MCP server of the platform. One instance per MCP session.
 #[derive(Clone, Debug)]
@@ -176,13 +183,8 @@ impl ServerHandler for PilotageServer {
     /// resource-list changes, and updates of the requested resources of
     /// this surface.
     fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
-        let ours: Vec<String> = requested
-            .resource_subscriptions
-            .iter()
-            .flatten()
-            .filter(|uri| pilotage_protocol::resources::ResourceRef::parse(uri).is_some())
-            .cloned()
-            .collect();
+        let ours: Vec<String> =
+            requested.resource_subscriptions.iter().flatten().filter(|uri| is_resource(uri)).cloned().collect();
         Some(
             SubscriptionFilter::builder()
                 .tools_list_changed()
@@ -263,7 +265,7 @@ impl ServerHandler for PilotageServer {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        if pilotage_protocol::resources::ResourceRef::parse(&request.uri).is_none() {
+        if !is_resource(&request.uri) {
             return Err(McpError::resource_not_found(format!("'{}' is no resource of this server", request.uri), None));
         }
         if let Some(session) = self.session_id(&context.extensions) {

@@ -1,12 +1,14 @@
 //! The tool surface of one tenant (Part III §3.4, §4, §5): the fixed
 //! access tools, each Language's loop tools and promote tool, their
-//! signpost descriptions, annotations, schemas and program declarations.
+//! signpost descriptions, annotations, schemas and program declarations,
+//! and the MCP Apps view each loop tool declares (`apps`, SEP-1865).
 
 use std::sync::Arc;
 
 use rmcp::model::{JsonObject, MetaObject, Tool, ToolAnnotations};
 use serde_json::{Value, json};
 
+use super::apps::{self, View};
 use super::schemas;
 use crate::operations::narration::QUESTION_MAX_CHARS;
 use crate::tenancy::{LanguageSlot, Principal, Tenant};
@@ -269,7 +271,7 @@ fn language_tools(tenant: &Tenant, principal: &Principal, slot: &Arc<LanguageSlo
             schemas::validate_output(),
             read_only(),
         )
-        .with_meta(program_declaration(slot)),
+        .with_meta(apps::declare_view(program_declaration(slot), View::Plan)),
     );
     if let Some(execute) = &loop_tools.execute {
         let snapshot = tenant.snapshot(principal, name);
@@ -287,7 +289,7 @@ fn language_tools(tenant: &Tenant, principal: &Principal, slot: &Arc<LanguageSlo
                     .idempotent(false)
                     .open_world(open_world),
             )
-            .with_meta(program_declaration(slot)),
+            .with_meta(apps::declare_view(program_declaration(slot), View::Run)),
         );
     }
     if let Some(trace) = &loop_tools.trace {
@@ -307,7 +309,8 @@ fn language_tools(tenant: &Tenant, principal: &Principal, slot: &Arc<LanguageSlo
             trace_input(),
             schemas::trace_output(),
             read_only(),
-        ));
+        )
+        .with_meta(apps::declare_view(MetaObject::new(), View::Run)));
     }
     if let Some(promote) = slot.promote_tool() {
         tools.push(

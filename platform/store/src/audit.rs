@@ -38,6 +38,26 @@ impl Store {
         Ok(())
     }
 
+    /// The latest audit records about `tenant` (its target is the tenant
+    /// or under `tenant/`), newest first.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the read fails.
+    pub async fn audit_of_tenant(&self, tenant: &str, limit: i64) -> Result<Vec<AuditRow>, StoreError> {
+        let prefix = format!("{tenant}/");
+        let rows = sqlx::query(
+            "SELECT at, actor, action, target, detail FROM audit_log \
+             WHERE target = $1 OR substr(target, 1, length($2)) = $3 ORDER BY id DESC LIMIT $4",
+        )
+        .bind(tenant)
+        .bind(&prefix)
+        .bind(&prefix)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(audit_from_row).collect()
+    }
+
     /// The latest audit records, newest first.
     ///
     /// # Errors
@@ -47,16 +67,16 @@ impl Store {
             .bind(limit)
             .fetch_all(&self.pool)
             .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(AuditRow {
-                    at: row.try_get("at")?,
-                    actor: row.try_get("actor")?,
-                    action: row.try_get("action")?,
-                    target: row.try_get("target")?,
-                    detail: row.try_get("detail")?,
-                })
-            })
-            .collect()
+        rows.iter().map(audit_from_row).collect()
     }
+}
+
+fn audit_from_row(row: &sqlx::any::AnyRow) -> Result<AuditRow, StoreError> {
+    Ok(AuditRow {
+        at: row.try_get("at")?,
+        actor: row.try_get("actor")?,
+        action: row.try_get("action")?,
+        target: row.try_get("target")?,
+        detail: row.try_get("detail")?,
+    })
 }

@@ -392,6 +392,40 @@ impl Store {
         Ok(FiringClaim::Claimed)
     }
 
+    /// The deployment and trigger instance whose firing started Run
+    /// `run_id` of `tenant`; `None` when no firing did.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the read fails.
+    pub async fn firing_of_run(&self, tenant: &str, run_id: &str) -> Result<Option<(String, String)>, StoreError> {
+        let row = sqlx::query("SELECT deployment, instance FROM firings WHERE tenant = $1 AND run_id = $2")
+            .bind(tenant)
+            .bind(run_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|row| Ok((row.try_get("deployment")?, row.try_get("instance")?))).transpose()
+    }
+
+    /// How many times each of a tenant's deployments fired at or after
+    /// `since_ms`, by deployment name.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the read fails.
+    pub async fn firings_count_by_deployment(
+        &self,
+        tenant: &str,
+        since_ms: i64,
+    ) -> Result<Vec<(String, i64)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT deployment, COUNT(*) AS n FROM firings WHERE tenant = $1 AND claimed_at >= $2 GROUP BY deployment ORDER BY deployment",
+        )
+        .bind(tenant)
+        .bind(since_ms)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(|row| Ok((row.try_get("deployment")?, row.try_get("n")?))).collect()
+    }
+
     /// A deployment's firings, newest first, at most `limit`.
     ///
     /// # Errors

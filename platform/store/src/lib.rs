@@ -60,7 +60,7 @@ pub use fleet::{CHANGES_CHANNEL, ChangeRow, SessionRow};
 pub use idempotency::{Claim, HeldClaim, NewClaim};
 pub use languages::LanguageRow;
 pub use promoted::PromotedRow;
-pub use runs::RunRow;
+pub use runs::{RunFilter, RunListed, RunRow};
 pub use store::{Scope, Store, StoreError};
 pub use tasks::TaskRow;
 pub use tenants::TenantRow;

@@ -45,6 +45,7 @@ migrations![
     (10, "tenant egress", "0010_tenant_egress"),
     (11, "tasks", "0011_tasks"),
     (12, "policy approvals budgets", "0012_policy_approvals_budgets"),
+    (13, "run status", "0013_run_status"),
 ];
 
 fn migration(version: i64, description: &'static str, sql: &'static str) -> Migration {

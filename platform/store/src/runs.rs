@@ -23,9 +23,53 @@ pub struct RunRow {
     pub session_id: Option<String>,
     /// `summary` or `full`.
     pub recorded_level: String,
-    /// The record (JSON: outcome, output, trace).
+    /// The record (JSON: outcome, output, trace, and the plan where the
+    /// Run had one).
     pub record: String,
+    /// The outcome's status (Part II §5.7), kept beside the record for
+    /// listings; empty for a record whose status could not be read.
+    pub status: String,
     /// When it was recorded.
+    pub created_at: i64,
+    /// When it expires; `None` for session-bound records.
+    pub expires_at: Option<i64>,
+}
+
+/// What [`Store::runs_listed`] narrows a tenant's runs to; `None` is no
+/// narrowing.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunFilter<'a> {
+    /// Only this Language's.
+    pub language: Option<&'a str>,
+    /// Only Runs whose outcome has this status.
+    pub status: Option<&'a str>,
+    /// Only the Runs of this deployment's firings.
+    pub deployment: Option<&'a str>,
+    /// Only Runs stored at or after this time (ms since the epoch).
+    pub since_ms: Option<i64>,
+    /// Only Runs stored before this time (ms since the epoch): the next
+    /// page starts before the last row's `created_at`.
+    pub before_ms: Option<i64>,
+    /// At most this many rows.
+    pub limit: i64,
+}
+
+/// One run record as a listing shows it: everything but the record.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunListed {
+    /// The Run's id.
+    pub run_id: String,
+    /// The subject that ran it.
+    pub subject: String,
+    /// Its Language.
+    pub language: String,
+    /// Its outcome's status.
+    pub status: String,
+    /// `summary` or `full`.
+    pub recorded_level: String,
+    /// The record's size in bytes.
+    pub bytes: i64,
+    /// When it was recorded (ms since the epoch).
     pub created_at: i64,
     /// When it expires; `None` for session-bound records.
     pub expires_at: Option<i64>,
@@ -39,8 +83,8 @@ impl Store {
     pub async fn run_insert(&self, row: &RunRow) -> Result<(), StoreError> {
         let _timer = self.timer(StoreOperation::RunInsert);
         sqlx::query(
-            "INSERT INTO runs (run_id, tenant, subject, language, session_id, recorded_level, record, bytes, created_at, expires_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+            "INSERT INTO runs (run_id, tenant, subject, language, session_id, recorded_level, record, bytes, created_at, expires_at, status) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
         )
         .bind(&row.run_id)
         .bind(&row.tenant)
@@ -52,6 +96,7 @@ impl Store {
         .bind(row.record.len() as i64)
         .bind(row.created_at)
         .bind(row.expires_at)
+        .bind(&row.status)
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -64,7 +109,7 @@ impl Store {
     pub async fn run_get(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {
         let _timer = self.timer(StoreOperation::RunGet);
         let row = sqlx::query(
-            "SELECT run_id, tenant, subject, language, session_id, recorded_level, record, created_at, expires_at FROM runs WHERE run_id = $1",
+            "SELECT run_id, tenant, subject, language, session_id, recorded_level, record, created_at, expires_at, status FROM runs WHERE run_id = $1",
         )
         .bind(run_id)
         .fetch_optional(&self.pool)
@@ -84,7 +129,7 @@ impl Store {
         limit: i64,
     ) -> Result<Vec<RunRow>, StoreError> {
         let rows = sqlx::query(
-            "SELECT run_id, tenant, subject, language, session_id, recorded_level, record, created_at, expires_at FROM runs \
+            "SELECT run_id, tenant, subject, language, session_id, recorded_level, record, created_at, expires_at, status FROM runs \
              WHERE tenant = $1 AND ($2 = '' OR subject = $3) AND ($4 = '' OR language = $5) ORDER BY created_at DESC LIMIT $6",
         )
         .bind(tenant)
@@ -96,6 +141,64 @@ impl Store {
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(run_from_row).collect()
+    }
+
+    /// One page of a tenant's run records without the records themselves,
+    /// newest first, narrowed by `filter` (the console's Run list).
+    ///
+    /// # Errors
+    /// [`StoreError`] when the read fails.
+    pub async fn runs_listed(&self, tenant: &str, filter: &RunFilter<'_>) -> Result<Vec<RunListed>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT run_id, subject, language, status, recorded_level, bytes, created_at, expires_at FROM runs \
+             WHERE tenant = $1 AND ($2 = '' OR language = $3) AND ($4 = '' OR status = $5) \
+             AND ($6 = '' OR run_id IN (SELECT run_id FROM firings WHERE tenant = $7 AND deployment = $8)) \
+             AND created_at >= $9 AND created_at < $10 ORDER BY created_at DESC, run_id DESC LIMIT $11",
+        )
+        .bind(tenant)
+        .bind(filter.language.unwrap_or(""))
+        .bind(filter.language.unwrap_or(""))
+        .bind(filter.status.unwrap_or(""))
+        .bind(filter.status.unwrap_or(""))
+        .bind(filter.deployment.unwrap_or(""))
+        .bind(tenant)
+        .bind(filter.deployment.unwrap_or(""))
+        .bind(filter.since_ms.unwrap_or(i64::MIN))
+        .bind(filter.before_ms.unwrap_or(i64::MAX))
+        .bind(filter.limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(RunListed {
+                    run_id: row.try_get("run_id")?,
+                    subject: row.try_get("subject")?,
+                    language: row.try_get("language")?,
+                    status: row.try_get::<Option<String>, _>("status")?.unwrap_or_default(),
+                    recorded_level: row.try_get("recorded_level")?,
+                    bytes: row.try_get("bytes")?,
+                    created_at: row.try_get("created_at")?,
+                    expires_at: row.try_get::<Option<i64>, _>("expires_at")?,
+                })
+            })
+            .collect()
+    }
+
+    /// How many of a tenant's stored Runs have each outcome status, among
+    /// those stored at or after `since_ms`, by status.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the read fails.
+    pub async fn runs_by_status(&self, tenant: &str, since_ms: i64) -> Result<Vec<(String, i64)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT COALESCE(status, '') AS status, COUNT(*) AS n FROM runs WHERE tenant = $1 AND created_at >= $2 \
+             GROUP BY COALESCE(status, '') ORDER BY 1",
+        )
+        .bind(tenant)
+        .bind(since_ms)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(|row| Ok((row.try_get("status")?, row.try_get("n")?))).collect()
     }
 
     /// Deletes the records bound to a session that ended.
@@ -180,5 +283,6 @@ fn run_from_row(row: &AnyRow) -> Result<RunRow, StoreError> {
         record: row.try_get("record")?,
         created_at: row.try_get("created_at")?,
         expires_at: row.try_get::<Option<i64>, _>("expires_at")?,
+        status: row.try_get::<Option<String>, _>("status")?.unwrap_or_default(),
     })
 }

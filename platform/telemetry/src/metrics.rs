@@ -798,6 +798,24 @@ impl Metrics {
         self.inner.mqtt_subscriptions.set(mqtt_subscriptions as i64);
     }
 
+    /// The counters of family `name` (without the `pilotage_` prefix, e.g.
+    /// `runs_total`) summed by the value of their label `label`, in label
+    /// order; empty when the family or the label is unknown. The console's
+    /// live figures read these.
+    pub fn totals_by(&self, name: &str, label: &str) -> Vec<(String, u64)> {
+        let full = format!("pilotage_{name}");
+        let mut totals = std::collections::BTreeMap::<String, u64>::new();
+        for family in self.inner.registry.gather().iter().filter(|f| f.name() == full) {
+            for metric in family.get_metric() {
+                let Some(value) = metric.get_label().iter().find(|l| l.name() == label).map(|l| l.value()) else {
+                    continue;
+                };
+                *totals.entry(value.to_owned()).or_default() += metric.get_counter().get_value() as u64;
+            }
+        }
+        totals.into_iter().collect()
+    }
+
     /// The exposition in the Prometheus text format 0.0.4 (media type
     /// [`TEXT_CONTENT_TYPE`]).
     pub fn encode(&self) -> String {

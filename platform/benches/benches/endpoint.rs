@@ -303,6 +303,7 @@ async fn add_stored_runs(server: &Server, count: usize) {
             session_id: None,
             recorded_level: "full".to_owned(),
             record: record.clone(),
+            status: "success".to_owned(),
             created_at: now,
             expires_at: Some(now + 3_600_000),
         };

@@ -49,6 +49,7 @@ pub fn install_crypto_provider() {
 
 mod admin;
 pub mod auth;
+pub(crate) mod console;
 pub mod datasource;
 pub mod demo;
 pub mod deploy;

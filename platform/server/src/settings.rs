@@ -104,6 +104,12 @@ pub struct Settings {
     /// Load the demo tenant, the bundled Languages, the demo catalog and
     /// start the demo capability service. Default true.
     pub demo: bool,
+    /// Serve the operator console at `/console` (`crate::console`):
+    /// server-rendered pages of each tenant's Languages, catalog, data
+    /// sources, deployments, retained Runs and audit log, for the operator
+    /// and for tenants' readers (`pilotage:console`). Default false: off,
+    /// no console route exists.
+    pub console: bool,
     /// The base URL clients use to reach this server (no trailing `/`).
     /// Default `http://<listen>`.
     pub public_url: Option<String>,
@@ -273,6 +279,7 @@ impl Default for Settings {
             data_dir: PathBuf::from(".pilotage"),
             database_url: None,
             demo: true,
+            console: false,
             public_url: None,
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
@@ -580,6 +587,13 @@ pub const FLAGS: &[Flag] = &[
         "demo",
         "BOOL",
         "Load the demo tenant, the bundled Languages and the demo capability service (the default; --demo=false to disable)",
+    ),
+    flag(
+        "console",
+        "PILOTAGE_CONSOLE",
+        "console",
+        "BOOL",
+        "Serve the operator console at /console (--console=true; off by default)",
     ),
     flag(
         "demo-postgres",

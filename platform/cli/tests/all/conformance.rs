@@ -46,6 +46,7 @@ pub async fn insert_foreign_run(server: &Server, tenant: &str, language: &str) -
             session_id: None,
             recorded_level: "full".into(),
             record: record.to_string(),
+            status: "success".into(),
             created_at: now,
             expires_at: Some(now + 3_600_000),
         })

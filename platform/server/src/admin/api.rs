@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
 
 use crate::auth::middleware::Authenticator;
-use crate::auth::{ADMIN_SCOPE, APPROVE_SCOPE, AuthMode, TENANT_ADMIN_SCOPE};
+use crate::auth::{ADMIN_SCOPE, APPROVE_SCOPE, AuthMode, CONSOLE_SCOPE, TENANT_ADMIN_SCOPE};
 use crate::tenancy::{Platform, Tenant};
 use pilotage_store::AuditRow;
 
@@ -150,7 +150,7 @@ pub(super) async fn authorize(state: &AdminState, headers: &HeaderMap) -> Result
         .ok_or_else(|| ApiError::unauthorized("an admin credential is required (Authorization: Bearer …)"))?;
     match credential(state, &token).await? {
         Credential::Admin(admin) => Ok(admin),
-        Credential::Approver { .. } | Credential::Other(_) => {
+        Credential::Scoped { .. } | Credential::Other(_) => {
             Err(ApiError::forbidden(&format!("the credential holds neither {ADMIN_SCOPE} nor {TENANT_ADMIN_SCOPE}")))
         }
     }
@@ -161,20 +161,27 @@ pub(super) async fn authorize(state: &AdminState, headers: &HeaderMap) -> Result
 pub(crate) enum Credential {
     /// Administer (every tenant, or one).
     Admin(Admin),
-    /// Decide approvals of one tenant (`pilotage:approve`).
-    Approver {
+    /// Less than administering one tenant: deciding its approvals
+    /// (`pilotage:approve`), reading its console pages
+    /// (`pilotage:console`), or both.
+    Scoped {
         /// The tenant.
         tenant: String,
         /// Who.
         subject: String,
+        /// Holds `pilotage:approve`.
+        approve: bool,
+        /// Holds `pilotage:console`.
+        console: bool,
     },
     /// Nothing here (another scope); the subject, for the message.
     Other(String),
 }
 
 /// Reads `token`: the operator token, or a bearer token of the configured
-/// mode holding `pilotage:admin`, `pilotage:tenant-admin` or
-/// `pilotage:approve` (the last two naming exactly one tenant).
+/// mode holding `pilotage:admin`, `pilotage:tenant-admin`,
+/// `pilotage:approve` or `pilotage:console` (the last three naming
+/// exactly one tenant).
 ///
 /// # Errors
 /// 401 when the token is not valid; 403 when a tenant-scoped credential
@@ -201,7 +208,8 @@ pub(crate) async fn credential(state: &AdminState, token: &str) -> Result<Creden
     if scopes.contains(ADMIN_SCOPE) {
         return Ok(Credential::Admin(Admin::Operator(subject)));
     }
-    let tenant_scoped = scopes.contains(TENANT_ADMIN_SCOPE) || scopes.contains(APPROVE_SCOPE);
+    let (approve, console) = (scopes.contains(APPROVE_SCOPE), scopes.contains(CONSOLE_SCOPE));
+    let tenant_scoped = scopes.contains(TENANT_ADMIN_SCOPE) || approve || console;
     if !tenant_scoped {
         return Ok(Credential::Other(subject));
     }
@@ -212,7 +220,7 @@ pub(crate) async fn credential(state: &AdminState, token: &str) -> Result<Creden
     if scopes.contains(TENANT_ADMIN_SCOPE) {
         return Ok(Credential::Admin(Admin::TenantAdmin { tenant: tenant.clone(), subject }));
     }
-    Ok(Credential::Approver { tenant: tenant.clone(), subject })
+    Ok(Credential::Scoped { tenant: tenant.clone(), subject, approve, console })
 }
 
 pub(super) async fn audit(state: &AdminState, admin: &Admin, action: &str, target: &str, detail: Value) {

@@ -20,15 +20,15 @@ use std::net::SocketAddr;
 
 use axum::Router;
 use axum::extract::{ConnectInfo, Form, Path, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
 use axum::routing::{get, post};
-use base64::Engine as _;
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::api::{AdminState, Credential, credential};
 use crate::admin::api::Admin;
+use crate::console::web::{self, escape, urlencode};
 use crate::policy::approvals::{self, Approver, DecideError};
 use pilotage_store::ApprovalRow;
 
@@ -68,27 +68,15 @@ impl Session {
 }
 
 fn seal(state: &AdminState, name: &str, value: &str) -> String {
-    let (nonce, sealed) = state.platform.secrets().seal(SEAL_TENANT, name, value);
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode([nonce, sealed].concat())
+    web::seal(&state.platform, SEAL_TENANT, name, value)
 }
 
 fn open(state: &AdminState, name: &str, text: &str) -> Option<String> {
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(text).ok()?;
-    if bytes.len() < 12 {
-        return None;
-    }
-    let (nonce, sealed) = bytes.split_at(12);
-    state.platform.secrets().open(SEAL_TENANT, name, nonce, sealed).ok()
+    web::open(&state.platform, SEAL_TENANT, name, text)
 }
 
 fn session(state: &AdminState, headers: &HeaderMap) -> Option<Session> {
-    let cookies = headers.get_all(header::COOKIE).iter().filter_map(|v| v.to_str().ok()).collect::<Vec<_>>();
-    let value = cookies
-        .iter()
-        .flat_map(|line| line.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE)
-        .map(|(_, value)| value)?;
+    let value = web::cookie(headers, COOKIE)?;
     let session: Session = serde_json::from_str(&open(state, "session", value)?).ok()?;
     (session.exp > pilotage_engine::clock::system_now_ms()).then_some(session)
 }
@@ -101,42 +89,13 @@ fn csrf_ok(state: &AdminState, session: &Session, id: &str, token: &str) -> bool
     open(state, &format!("csrf:{id}"), token).is_some_and(|nonce| nonce == session.nonce)
 }
 
-/// HTML text, escaped for element content and quoted attributes.
-fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+/// The page's policy: inline style only, no script at all.
+const CSP: &str =
+    "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 /// A page with the headers every page of this module sends.
 fn html(status: StatusCode, title: &str, body: &str) -> Response {
-    let page = format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{}</title><style>{STYLE}</style></head><body><main>{body}</main></body></html>",
-        escape(title)
-    );
-    let mut response = (status, page).into_response();
-    let headers = response.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
-    headers.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(
-            "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
-        ),
-    );
-    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
-    response
+    web::document(status, CSP, title, &format!("<style>{STYLE}</style>"), &format!("<main>{body}</main>"))
 }
 
 const STYLE: &str = "body{font:16px/1.5 system-ui,sans-serif;margin:0;color:#1b1b1b;background:#fafafa}main{max-width:60rem;margin:0 auto;padding:1rem}table{border-collapse:collapse;width:100%}th,td{border:1px solid #ccc;padding:.3rem .5rem;text-align:left;vertical-align:top}pre{background:#f0f0f0;padding:.5rem;overflow:auto;max-height:24rem}.risk-destructive{color:#a00;font-weight:bold}.risk-write{color:#8a5a00}button{font-size:1rem;padding:.5rem 1rem;margin-right:1rem}dl{display:grid;grid-template-columns:max-content 1fr;gap:.2rem 1rem}dt{font-weight:bold}label{display:block;margin:.5rem 0}input[type=password]{width:100%;max-width:30rem;font-size:1rem}";
@@ -256,8 +215,8 @@ async fn sign_in(State(state): State<AdminState>, Path(id): Path<String>, Form(f
     let (tenant, subject) = match credential(&state, form.token.trim()).await {
         Ok(Credential::Admin(Admin::Operator(who))) => (None, who),
         Ok(Credential::Admin(Admin::TenantAdmin { tenant, subject }))
-        | Ok(Credential::Approver { tenant, subject }) => (Some(tenant), subject),
-        Ok(Credential::Other(_)) => {
+        | Ok(Credential::Scoped { tenant, subject, approve: true, .. }) => (Some(tenant), subject),
+        Ok(Credential::Scoped { .. } | Credential::Other(_)) => {
             return sign_in_form(&id, Some("This credential may not decide approvals (it holds no approver scope)."));
         }
         Err(_) => return sign_in_form(&id, Some("This credential is not valid.")),
@@ -271,27 +230,7 @@ async fn sign_in(State(state): State<AdminState>, Path(id): Path<String>, Form(f
     let sealed = seal(&state, "session", &serde_json::to_string(&session).unwrap_or_default());
     let secure = if state.platform.public_url().starts_with("https://") { "; Secure" } else { "" };
     let cookie = format!("{COOKIE}={sealed}; Path=/approvals; HttpOnly; SameSite=Strict; Max-Age={SESSION_S}{secure}");
-    let mut response = (StatusCode::SEE_OTHER, "").into_response();
-    if let (Ok(cookie), Ok(location)) =
-        (HeaderValue::from_str(&cookie), HeaderValue::from_str(&format!("/approvals/{}", urlencode(&id))))
-    {
-        response.headers_mut().insert(header::SET_COOKIE, cookie);
-        response.headers_mut().insert(header::LOCATION, location);
-    }
-    response
-}
-
-/// `id` percent-encoded as one path segment.
-fn urlencode(id: &str) -> String {
-    id.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b == b'_' || b == b'-' {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
+    web::see_other(&format!("/approvals/{}", urlencode(&id)), Some(&cookie))
 }
 
 #[derive(Debug, Deserialize)]
@@ -328,13 +267,7 @@ async fn decision(
     };
     let address = peer.map_or_else(|| "unknown".to_owned(), |axum::Extension(ConnectInfo(addr))| addr.ip().to_string());
     match approvals::decide(&state.platform, &row.tenant, &id, approve, &session.approver(), &address).await {
-        Ok(_) => {
-            let mut response = (StatusCode::SEE_OTHER, "").into_response();
-            if let Ok(location) = HeaderValue::from_str(&format!("/approvals/{}", urlencode(&id))) {
-                response.headers_mut().insert(header::LOCATION, location);
-            }
-            response
-        }
+        Ok(_) => web::see_other(&format!("/approvals/{}", urlencode(&id)), None),
         Err(DecideError::NotPending(state)) => html(
             StatusCode::CONFLICT,
             "Already decided",
@@ -350,16 +283,5 @@ async fn decision(
             tracing::error!(%error, "cannot decide an approval");
             html(StatusCode::INTERNAL_SERVER_ERROR, "Failure", "<h1>The server failed</h1>")
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn text_is_escaped_for_content_and_attributes() {
-        assert_eq!(escape("<script>\"x\"&'y'</script>"), "&lt;script&gt;&quot;x&quot;&amp;&#39;y&#39;&lt;/script&gt;");
-        assert_eq!(urlencode("apr_0a/..?"), "apr_0a%2F..%3F".replace("..", "%2E%2E"));
     }
 }

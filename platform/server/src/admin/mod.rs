@@ -28,6 +28,6 @@ mod runs;
 mod secrets;
 mod tenants;
 
-pub(crate) use api::{AdminLimits, AdminState};
+pub(crate) use api::{Admin, AdminLimits, AdminState, Credential, credential};
 pub(crate) use approval_page::router as approval_page;
 pub(crate) use routes::router;

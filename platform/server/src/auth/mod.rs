@@ -56,6 +56,10 @@ pub const TENANT_ADMIN_SCOPE: &str = "pilotage:tenant-admin";
 /// tenant's approval requests on the approval page
 /// (`crate::policy::approvals`), and nothing else.
 pub const APPROVE_SCOPE: &str = "pilotage:approve";
+/// The scope of a tenant's console readers: it lets its holder sign in to
+/// the operator console (`crate::console`) and read its own tenant's
+/// pages, and nothing else.
+pub const CONSOLE_SCOPE: &str = "pilotage:console";
 
 /// How agents authenticate.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -172,6 +172,14 @@ pub(crate) fn app(
         connections::BodyDeadline(Duration::from_millis(settings.body_read_timeout_ms)),
         connections::body_deadline,
     ));
+    // The console exists only when the setting is on: off, no route of it
+    // is mounted and nothing of it runs on any request.
+    let console = settings.console.then(|| {
+        crate::console::router(admin.clone()).layer(axum::middleware::from_fn_with_state(
+            connections::BodyDeadline(Duration::from_millis(settings.body_read_timeout_ms)),
+            connections::body_deadline,
+        ))
+    });
     let admin_routes = crate::admin::router(admin)
         .layer(axum::middleware::from_fn_with_state(
             connections::BodyDeadline(Duration::from_millis(settings.body_read_timeout_ms)),
@@ -188,6 +196,7 @@ pub(crate) fn app(
         .with_state(platform.clone())
         .nest("/admin/v1", admin_routes)
         .merge(approval_page)
+        .merge(console.unwrap_or_default())
         .merge(metadata)
         .merge(server_card::router(settings))
         .merge(crate::deploy::webhook::router(platform.clone()))

@@ -728,6 +728,9 @@ pub(super) async fn run(
     let install_snapshot = mode.deploy.then(|| snapshot.clone());
     let install_validated = mode.deploy.then(|| validated.clone());
     let install_context = context_value.clone();
+    // The stored record keeps the plan the caller was shown (the console's
+    // Run view draws it above the trace); an Arc, not a copy.
+    let record_validated = validated.clone();
     let invoker = TenantInvoker::new(
         &context.platform,
         context.tenant.clone(),
@@ -889,7 +892,12 @@ pub(super) async fn run(
             language: slot.entry.name.clone(),
             session_id,
             recorded_level: recorded_level.as_str().to_owned(),
-            record: serde_json::to_string(&record).unwrap_or_default(),
+            record: serde_json::to_string(&StoredRecord {
+                record: &record,
+                plan: record_validated.response.plan.as_ref(),
+            })
+            .unwrap_or_default(),
+            status: record.outcome.status.clone(),
             created_at: now,
             expires_at,
         };
@@ -897,6 +905,17 @@ pub(super) async fn run(
         context.platform.store().run_insert(&row).await.map_err(|e| internal(&e))?;
     }
     Ok(response)
+}
+
+/// A stored run record: the trace-fetch response (which `trace` fetch
+/// reads back; it ignores the rest) and the plan from validation, when the
+/// Language returns one (Part II §5.6), for the console's Run view.
+#[derive(serde::Serialize)]
+struct StoredRecord<'a> {
+    #[serde(flatten)]
+    record: &'a TraceFetchResponse,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    plan: Option<&'a pilotage_protocol::plan::Plan>,
 }
 
 /// Records `response` as the answer of `key`, held by Run `run_id`. `None`

@@ -117,6 +117,7 @@ pub(crate) async fn fire(
         session_id: None,
         recorded_level: TraceLevel::Full.as_str().to_owned(),
         record: serde_json::to_string(&record).unwrap_or_default(),
+        status: record.outcome.status.clone(),
         created_at: now,
         expires_at: Some(now.saturating_add(span.unwrap_or(0))),
     };

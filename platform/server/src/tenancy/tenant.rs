@@ -296,6 +296,12 @@ impl Tenant {
         self.disabled.store(disabled, Ordering::SeqCst);
     }
 
+    /// How many of the tenant's Runs are running now (the
+    /// `max_concurrent_runs` quota's use).
+    pub fn running(&self) -> u32 {
+        self.running.load(Ordering::SeqCst)
+    }
+
     /// The tenant's quotas.
     pub fn quotas(&self) -> Quotas {
         *self.quotas.read().unwrap_or_else(|p| p.into_inner())

@@ -1,0 +1,355 @@
+//! Who looks at the console: sign-in, the session cookie, sign-out, and the
+//! page shell every console page is drawn in.
+//!
+//! A session is `{tenant, subject, exp, nonce}` as JSON, sealed with the
+//! platform key under a box name no tenant secret has; the cookie is
+//! `HttpOnly`, `SameSite=Lax` (a link to a Run page from a chat or a
+//! terminal opens signed in; every console route that changes anything is
+//! a POST with a CSRF token), `Path=/console`, `Secure` behind https, and
+//! lasts [`SESSION_S`] seconds.
+
+use std::sync::Arc;
+
+use std::collections::HashMap;
+
+use axum::extract::{Form, FromRequestParts, Path, Query, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use serde::{Deserialize, Serialize};
+
+use super::web::{self, escape, urlencode};
+use crate::admin::{Admin, AdminState, Credential, credential};
+use crate::tenancy::Tenant;
+
+/// The session cookie's name.
+const COOKIE: &str = "pilotage_console";
+/// How long a session lasts, in seconds.
+pub(super) const SESSION_S: i64 = 1800;
+/// The sealing box's name for console sessions and CSRF tokens.
+const SEAL: &str = "\u{0}console";
+
+/// Every console page's Content-Security-Policy: scripts and styles from
+/// this server's `/console/assets` only, the figures fetched from here,
+/// no framing, forms posting here.
+pub(super) const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// A signed-in viewer, as the session cookie carries it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(super) struct Viewer {
+    /// `None`: an operator, who sees every tenant.
+    pub(super) tenant: Option<String>,
+    /// Who signed in.
+    pub(super) subject: String,
+    /// Expiry, ms since the epoch (system clock: a browser's session).
+    exp: i64,
+    /// Random; CSRF tokens are bound to it.
+    nonce: String,
+}
+
+impl Viewer {
+    /// Whether this viewer may see `tenant`'s pages.
+    pub(super) fn may(&self, tenant: &str) -> bool {
+        self.tenant.as_deref().is_none_or(|own| own == tenant)
+    }
+
+    /// Whether this viewer sees every tenant.
+    pub(super) fn operator(&self) -> bool {
+        self.tenant.is_none()
+    }
+
+    fn csrf(&self, state: &AdminState) -> String {
+        web::seal(&state.platform, SEAL, "csrf", &self.nonce)
+    }
+}
+
+fn viewer(state: &AdminState, headers: &HeaderMap) -> Option<Viewer> {
+    let value = web::cookie(headers, COOKIE)?;
+    let viewer: Viewer = serde_json::from_str(&web::open(&state.platform, SEAL, "session", value)?).ok()?;
+    (viewer.exp > pilotage_engine::clock::system_now_ms()).then_some(viewer)
+}
+
+/// A tenant's page, admitted: the signed-in viewer, who may see the
+/// tenant named by the path's `{tenant}`, and the live tenant. As an
+/// extractor its rejection is the answer: the sign-in page (coming back to
+/// the asked path after), or the same 404 for a tenant the viewer may not
+/// see and one that does not exist.
+pub(super) struct TenantPage {
+    /// Who looks.
+    pub(super) viewer: Viewer,
+    /// The tenant's id, from the path.
+    pub(super) tenant: String,
+    /// The tenant as this replica serves it.
+    pub(super) live: Arc<Tenant>,
+}
+
+impl FromRequestParts<AdminState> for TenantPage {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AdminState) -> Result<TenantPage, Response> {
+        let Some(viewer) = viewer(state, &parts.headers) else {
+            return Err(web::see_other(&format!("/console/sign-in?next={}", urlencode(&parts.uri.to_string())), None));
+        };
+        let tenant = Path::<HashMap<String, String>>::from_request_parts(parts, state)
+            .await
+            .ok()
+            .and_then(|Path(mut params)| params.remove("tenant"))
+            .unwrap_or_default();
+        match state.platform.tenant(&tenant) {
+            Some(live) if viewer.may(&tenant) => Ok(TenantPage { viewer, tenant, live }),
+            _ => Err(not_found(Some(&viewer), state)),
+        }
+    }
+}
+
+impl TenantPage {
+    /// The page `title` with `body` in the tenant's shell.
+    pub(super) fn page(&self, state: &AdminState, title: &str, body: &str, scripts: &[&str]) -> Response {
+        page(state, &self.viewer, Some(&self.tenant), title, body, scripts)
+    }
+
+    /// A failure reading the store, as a page (logged).
+    pub(super) fn failed(&self, state: &AdminState, error: &dyn std::fmt::Display) -> Response {
+        tracing::error!(%error, "a console page cannot read the store");
+        let mut response =
+            page(state, &self.viewer, None, "The server failed", "<p>The failure was logged; try again.</p>", &[]);
+        *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+        response
+    }
+
+    /// The one 404, for a thing of this tenant that does not exist.
+    pub(super) fn not_found(&self, state: &AdminState) -> Response {
+        not_found(Some(&self.viewer), state)
+    }
+}
+
+/// A tenant's console links, in the order of the navigation.
+const SECTIONS: &[(&str, &str)] = &[
+    ("", "Overview"),
+    ("/languages", "Languages"),
+    ("/catalog", "Catalog"),
+    ("/data-sources", "Data sources"),
+    ("/deployments", "Deployments"),
+    ("/runs", "Runs"),
+    ("/audit", "Audit log"),
+];
+
+/// The page shell: a skip link, the navigation (the tenant's sections,
+/// the viewer, sign-out), then `body` in `<main>` under its `<h1>`.
+/// `scripts` names the assets the page loads beyond `console.js`.
+pub(super) fn page(
+    state: &AdminState,
+    viewer: &Viewer,
+    tenant: Option<&str>,
+    title: &str,
+    body: &str,
+    scripts: &[&str],
+) -> Response {
+    let mut nav = String::from("<a class=\"brand\" href=\"/console\">Pilotage console</a>");
+    if let Some(tenant) = tenant {
+        nav.push_str(&format!("<span class=\"tenant\">Tenant <strong>{}</strong></span><ul>", escape(tenant)));
+        for (path, label) in SECTIONS {
+            let href = format!("/console/t/{}{path}", urlencode(tenant));
+            nav.push_str(&format!("<li><a href=\"{href}\">{label}</a></li>"));
+        }
+        nav.push_str("</ul>");
+    }
+    let who = match &viewer.tenant {
+        None => format!("{} (operator)", viewer.subject),
+        Some(own) => format!("{} ({own})", viewer.subject),
+    };
+    nav.push_str(&format!(
+        "<form class=\"sign-out\" method=\"post\" action=\"/console/sign-out\"><span>{}</span><input type=\"hidden\" name=\"csrf\" value=\"{}\"><button type=\"submit\">Sign out</button></form>",
+        escape(&who),
+        viewer.csrf(state)
+    ));
+    let mut head = String::from(
+        "<link rel=\"stylesheet\" href=\"/console/assets/console.css\"><link rel=\"stylesheet\" href=\"/console/assets/view.css\">",
+    );
+    for script in scripts.iter().chain(["console.js"].iter()) {
+        head.push_str(&format!("<script src=\"/console/assets/{script}\" defer></script>"));
+    }
+    web::document(
+        StatusCode::OK,
+        CSP,
+        &format!("{title} · Pilotage console"),
+        &head,
+        &format!(
+            "<a class=\"skip\" href=\"#main\">Skip to the content</a><header><nav aria-label=\"Console\">{nav}</nav></header><main id=\"main\" tabindex=\"-1\"><h1>{}</h1>{body}</main>",
+            escape(title)
+        ),
+    )
+}
+
+/// The 404 every unknown or unseen page answers, the same whatever the
+/// reason.
+pub(super) fn not_found(viewer: Option<&Viewer>, state: &AdminState) -> Response {
+    let body = "<p id=\"not-found\">There is no such page, or you may not see it.</p><p><a href=\"/console\">Back to the console</a></p>";
+    let mut response = match viewer {
+        Some(viewer) => page(state, viewer, None, "No such page", body, &[]),
+        None => plain("No such page", body),
+    };
+    *response.status_mut() = StatusCode::NOT_FOUND;
+    response
+}
+
+/// `GET /console/{*rest}`: a path the console does not have.
+pub(super) async fn not_found_page(State(state): State<AdminState>, headers: HeaderMap) -> Response {
+    not_found(viewer(&state, &headers).as_ref(), &state)
+}
+
+/// A page outside the shell (sign-in, not found when signed out).
+fn plain(title: &str, body: &str) -> Response {
+    web::document(
+        StatusCode::OK,
+        CSP,
+        &format!("{title} · Pilotage console"),
+        "<link rel=\"stylesheet\" href=\"/console/assets/console.css\">",
+        &format!("<main id=\"main\"><h1>{}</h1>{body}</main>", escape(title)),
+    )
+}
+
+/// `GET /console`: the operator's list of tenants, or a tenant reader's
+/// own tenant.
+pub(super) async fn home(State(state): State<AdminState>, headers: HeaderMap) -> Response {
+    let Some(viewer) = viewer(&state, &headers) else {
+        return web::see_other("/console/sign-in", None);
+    };
+    if let Some(own) = &viewer.tenant {
+        return web::see_other(&format!("/console/t/{}", urlencode(own)), None);
+    }
+    let mut tenants = state.platform.tenants();
+    tenants.sort_by(|a, b| a.id.cmp(&b.id));
+    let mut rows = String::new();
+    for tenant in &tenants {
+        rows.push_str(&format!(
+            "<tr><th scope=\"row\"><a href=\"/console/t/{}\">{}</a></th><td>{}</td><td>{}</td></tr>",
+            urlencode(&tenant.id),
+            escape(&tenant.id),
+            tenant.languages().len(),
+            if tenant.is_disabled() { "disabled" } else { "serving" }
+        ));
+    }
+    let body = format!(
+        "<table><caption>{} tenants</caption><thead><tr><th scope=\"col\">Tenant</th><th scope=\"col\">Languages</th><th scope=\"col\">State</th></tr></thead><tbody>{rows}</tbody></table>",
+        tenants.len()
+    );
+    page(&state, &viewer, None, "Tenants", &body, &[])
+}
+
+/// `?next=`: where to go after signing in.
+#[derive(Debug, Deserialize)]
+pub(super) struct Next {
+    #[serde(default)]
+    next: Option<String>,
+}
+
+/// Only a console path of this server: never another origin
+/// (`//host`, `/\host`) nor a path outside the console.
+fn safe_next(next: Option<&str>) -> String {
+    match next {
+        Some(path)
+            if path.starts_with("/console")
+                && !path.starts_with("//")
+                && !path.contains('\\')
+                && !path.chars().any(char::is_control) =>
+        {
+            path.to_owned()
+        }
+        _ => "/console".to_owned(),
+    }
+}
+
+fn sign_in_form(next: &str, message: Option<&str>) -> Response {
+    let note = message.map(|m| format!("<p role=\"alert\" id=\"sign-in-error\">{}</p>", escape(m))).unwrap_or_default();
+    let mut response = plain(
+        "Sign in to the console",
+        &format!(
+            "{note}<form method=\"post\" action=\"/console/sign-in\"><input type=\"hidden\" name=\"next\" value=\"{}\"><label for=\"token\">Credential: the operator token, or a token holding pilotage:console or pilotage:tenant-admin for your tenant</label><input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"off\" required><p><button type=\"submit\">Sign in</button></p></form>",
+            escape(next)
+        ),
+    );
+    if message.is_some() {
+        *response.status_mut() = StatusCode::UNAUTHORIZED;
+    }
+    response
+}
+
+/// `GET /console/sign-in`.
+pub(super) async fn sign_in_page(Query(next): Query<Next>) -> Response {
+    sign_in_form(&safe_next(next.next.as_deref()), None)
+}
+
+/// The sign-in form.
+#[derive(Debug, Deserialize)]
+pub(super) struct SignIn {
+    token: String,
+    #[serde(default)]
+    next: Option<String>,
+}
+
+/// `POST /console/sign-in`: the credential for a session cookie.
+pub(super) async fn sign_in(State(state): State<AdminState>, Form(form): Form<SignIn>) -> Response {
+    let next = safe_next(form.next.as_deref());
+    let (tenant, subject) = match credential(&state, form.token.trim()).await {
+        Ok(Credential::Admin(Admin::Operator(who))) => (None, who),
+        Ok(Credential::Admin(Admin::TenantAdmin { tenant, subject }))
+        | Ok(Credential::Scoped { tenant, subject, console: true, .. }) => (Some(tenant), subject),
+        Ok(Credential::Scoped { .. } | Credential::Other(_)) => {
+            return sign_in_form(
+                &next,
+                Some(
+                    "This credential may not read the console (it holds neither pilotage:console nor an admin scope).",
+                ),
+            );
+        }
+        Err(_) => return sign_in_form(&next, Some("This credential is not valid.")),
+    };
+    let viewer = Viewer {
+        tenant,
+        subject,
+        exp: pilotage_engine::clock::system_now_ms() + SESSION_S * 1000,
+        nonce: hex::encode(rand::random::<[u8; 16]>()),
+    };
+    let sealed = web::seal(&state.platform, SEAL, "session", &serde_json::to_string(&viewer).unwrap_or_default());
+    let secure = if state.platform.public_url().starts_with("https://") { "; Secure" } else { "" };
+    let cookie = format!("{COOKIE}={sealed}; Path=/console; HttpOnly; SameSite=Lax; Max-Age={SESSION_S}{secure}");
+    web::see_other(&next, Some(&cookie))
+}
+
+/// The sign-out form.
+#[derive(Debug, Deserialize)]
+pub(super) struct SignOut {
+    csrf: String,
+}
+
+/// `POST /console/sign-out`: clears the cookie (a forged form is 403).
+pub(super) async fn sign_out(
+    State(state): State<AdminState>,
+    headers: HeaderMap,
+    Form(form): Form<SignOut>,
+) -> Response {
+    let Some(viewer) = viewer(&state, &headers) else {
+        return web::see_other("/console/sign-in", None);
+    };
+    if web::open(&state.platform, SEAL, "csrf", &form.csrf).is_none_or(|nonce| nonce != viewer.nonce) {
+        let mut refused = plain("Refused", "<p>This form was not issued to your session.</p>");
+        *refused.status_mut() = StatusCode::FORBIDDEN;
+        return refused;
+    }
+    web::see_other("/console/sign-in", Some(&format!("{COOKIE}=; Path=/console; HttpOnly; SameSite=Lax; Max-Age=0")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn next_stays_on_the_console() {
+        assert_eq!(safe_next(Some("/console/t/demo/runs?status=success")), "/console/t/demo/runs?status=success");
+        for outside in ["//evil.example/console", "https://evil.example/", "/admin/v1/tenants", "/console\\evil", ""] {
+            assert_eq!(safe_next(Some(outside)), "/console", "{outside}");
+        }
+        assert_eq!(safe_next(None), "/console");
+    }
+}

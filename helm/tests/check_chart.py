@@ -278,6 +278,12 @@ def check_render(checks: Checks, label: str, values: dict[str, Any] | None, expe
             f"{label}: without metrics neither the settings nor the Service name a metrics port",
             "metrics_listen" not in settings and "metrics" not in service_ports,
         )
+    console_on = bool((values or {}).get("console", {}).get("enabled", False))
+    checks.check(
+        f"{label}: the server serves the console exactly when console.enabled is set",
+        settings.get("console", False) is console_on,
+        json.dumps(settings),
+    )
     if "ServiceMonitor" in kinds:
         monitor = kinds["ServiceMonitor"]["spec"]
         checks.check(

@@ -58,7 +58,11 @@
 //!   stateless 2026-07-28 revision, no `initialize` and no session, the
 //!   request metadata in every `_meta`, `Mcp-Method` and `Mcp-Name`
 //!   headers; the bare server's floor in the same mode (both servers set
-//!   `json_response`, so these replies are JSON).
+//!   `json_response`, so these replies are JSON);
+//! - `console_off`, `console_on`: `platform_manifest` against the platform
+//!   above (the console off, the default) and against another in-process
+//!   platform of the same settings serving the operator console: their
+//!   ratio is what the console adds to the MCP request path.
 //!
 //! Then the ratios the targets name: manifest ÷ bare no-op in
 //! each mode (target ≥ 0.85), platform ping ÷ bare ping, validate uncached
@@ -255,6 +259,16 @@ fn platform_data_dir(server: &str) -> std::path::PathBuf {
 /// PostgreSQL, with quotas and session ceilings that never cap the load;
 /// `server` names its data folder; `metrics_listen` serves its metrics.
 async fn start_platform(connections: usize, server: &str, metrics_listen: Option<std::net::SocketAddr>) -> Server {
+    start_platform_with(connections, server, metrics_listen, false).await
+}
+
+/// [`start_platform`], with the operator console on or off.
+async fn start_platform_with(
+    connections: usize,
+    server: &str,
+    metrics_listen: Option<std::net::SocketAddr>,
+    console: bool,
+) -> Server {
     // Each workload closes its sessions before the next opens its own;
     // the ceilings are raised only so that more than the default 64
     // connections can be asked for.
@@ -266,6 +280,7 @@ async fn start_platform(connections: usize, server: &str, metrics_listen: Option
         max_sessions_per_principal: ceiling,
         max_sessions_per_tenant: ceiling,
         metrics_listen,
+        console,
         ..Settings::default()
     };
     workload::start_demo_server(settings).await
@@ -823,6 +838,8 @@ enum Target {
     /// A platform serving its metrics (scraped every second) and exporting
     /// every span over OTLP to a local sink.
     TelemetryOn,
+    /// A platform of the same settings serving the operator console.
+    ConsoleOn,
 }
 
 /// One measured loop: the same kind of call on every connection.
@@ -863,7 +880,7 @@ fn workload(
 /// The workloads, in the order they run.
 fn workloads() -> Vec<Workload> {
     use Mode::{Session, SessionJsonOnly, Stateless};
-    use Target::{Bare, Platform, TelemetryOff, TelemetryOn};
+    use Target::{Bare, ConsoleOn, Platform, TelemetryOff, TelemetryOn};
     let ping = ("ping", "");
     let noop = ("tools/call", "noop");
     let manifest = ("tools/call", "pilotage_manifest");
@@ -888,6 +905,8 @@ fn workloads() -> Vec<Workload> {
         workload("cached_stateless", Platform, Stateless, validate, cached(), Expect::Valid),
         workload("telemetry_off", TelemetryOff, Session, validate, cached(), Expect::Valid),
         workload("telemetry_on", TelemetryOn, Session, validate, cached(), Expect::Valid),
+        workload("console_off", Platform, Session, manifest, none(), Expect::Result),
+        workload("console_on", ConsoleOn, Session, manifest, none(), Expect::Result),
     ]
 }
 
@@ -1092,7 +1111,7 @@ async fn preflight(target: Target, endpoint: &Endpoint) {
             let result = result_of(&reply, id).expect("tools/list has a result");
             assert_eq!(result["tools"][0]["name"], json!("noop"), "{result}");
         }
-        Target::Platform | Target::TelemetryOff | Target::TelemetryOn => {
+        Target::Platform | Target::TelemetryOff | Target::TelemetryOn | Target::ConsoleOn => {
             let params = tool_call("validate_workflow", json!({"workflow": workload::ten_step_program(0)}));
             let (id, reply) = connection.request("tools/call", params).await.expect("validate_workflow is answered");
             let result = result_of(&reply, id).expect("validate_workflow has a result");
@@ -1220,6 +1239,12 @@ fn main() {
     // with telemetry off, one serving metrics and exporting spans (on a
     // runtime whose threads carry `pilotage serve`'s subscriber with OTLP
     // export; the sink and the exporter's sends run on `sink_runtime`).
+    // The console pass: the same settings with the operator console on
+    // (its routes mounted beside /mcp), against `console_off` on the
+    // platform above.
+    let console_on = needs(Target::ConsoleOn)
+        .then(|| servers.block_on(start_platform_with(load.connections, "console-on", None, true)));
+    let console_on_endpoint = console_on.as_ref().map(|server| Endpoint::parse(&server.mcp_url(), None));
     let telemetry = needs(Target::TelemetryOff) || needs(Target::TelemetryOn);
     if telemetry {
         // The process's own subscriber is `pilotage serve`'s without
@@ -1288,9 +1313,11 @@ fn main() {
         if let Some(endpoint) = &platform_endpoint {
             preflight(Target::Platform, endpoint).await;
         }
-        for (target, endpoint) in
-            [(Target::TelemetryOff, &telemetry_off_endpoint), (Target::TelemetryOn, &telemetry_on_endpoint)]
-        {
+        for (target, endpoint) in [
+            (Target::TelemetryOff, &telemetry_off_endpoint),
+            (Target::TelemetryOn, &telemetry_on_endpoint),
+            (Target::ConsoleOn, &console_on_endpoint),
+        ] {
             if let Some(endpoint) = endpoint {
                 preflight(target, endpoint).await;
             }
@@ -1301,6 +1328,7 @@ fn main() {
                 Target::Platform => platform_endpoint.as_ref(),
                 Target::TelemetryOff => telemetry_off_endpoint.as_ref(),
                 Target::TelemetryOn => telemetry_on_endpoint.as_ref(),
+                Target::ConsoleOn => console_on_endpoint.as_ref(),
             }
             .expect("the workload's server is up");
             let scraping = match (workload.target, &metrics_url) {
@@ -1346,6 +1374,7 @@ fn main() {
     print_ratio(&figures, "validate_uncached", "platform_ping", None);
     print_ratio(&figures, "validate_cached", "platform_ping", None);
     print_ratio(&figures, "telemetry_on", "telemetry_off", None);
+    print_ratio(&figures, "console_on", "console_off", None);
     if let Some(cached) = figures.iter().find(|figures| figures.name == "validate_cached") {
         let [p50, p99, _] = cached.latency_micros;
         let verdict = if p99 <= 2.0 * p50 { "met" } else { "NOT MET" };
@@ -1364,6 +1393,10 @@ fn main() {
     if let Some(server) = platform {
         servers.block_on(server.stop());
         let _ = std::fs::remove_dir_all(platform_data_dir("platform"));
+    }
+    if let Some(server) = console_on {
+        servers.block_on(server.stop());
+        let _ = std::fs::remove_dir_all(platform_data_dir("console-on"));
     }
     if let Some(server) = telemetry_off {
         servers.block_on(server.stop());

@@ -62,6 +62,7 @@ pub enum DemoError {
 }
 
 mod approval;
+mod console;
 
 struct Narrator<'o> {
     out: &'o mut dyn Write,
@@ -83,6 +84,29 @@ impl Narrator<'_> {
         }
         Ok(())
     }
+}
+
+/// Signs in on a page of the server as a person would: posts `form` to
+/// `sign_in_url` and returns a client that does not follow redirects with
+/// the session cookie the answer set.
+async fn signed_in(sign_in_url: &str, form: String) -> Result<(reqwest::Client, String), String> {
+    let http =
+        reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().map_err(|e| e.to_string())?;
+    let answer = http
+        .post(sign_in_url)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form)
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    let cookie = answer
+        .headers()
+        .get("set-cookie")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .ok_or_else(|| format!("sign-in answered {} without a session", answer.status()))?
+        .to_owned();
+    Ok((http, cookie))
 }
 
 fn indent(value: &Value) -> String {
@@ -710,5 +734,6 @@ async fn automation_story(
             && fired_light.is_some_and(|s| s.calls.as_deref() == Some("porch_light.turn_on") && s.simulated.is_none()),
         fetched.as_ref().map(|f| format!("{:?}", f.outcome)).unwrap_or_else(|| "not fetched".into()),
     )?;
+    console::fired_rule(server, n, data_dir, &tenant, "porch-at-night", &run_id).await?;
     Ok(())
 }

@@ -219,6 +219,10 @@ pub(crate) async fn demo(args: SettingsArgs) -> Result<ExitCode> {
         // Any free loopback port: the demo never collides with a server.
         settings.listen = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
     }
+    if !args.gives("console") {
+        // The demo shows the fired rule's Run page in the console.
+        settings.console = true;
+    }
     let mut out = std::io::stdout();
     let report = crate::demo::run(settings, &mut out).await?;
     Ok(if report.succeeded() { ExitCode::SUCCESS } else { ExitCode::from(1) })

@@ -58,22 +58,7 @@ fn text_of(fragment: &str) -> String {
 /// approver's token, read the plan (one line per step), and reject.
 /// Returns the plan's lines.
 async fn reject_on_the_page(url: &str, token: &str) -> Result<Vec<String>, String> {
-    let http =
-        reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().map_err(|e| e.to_string())?;
-    let signed_in = http
-        .post(format!("{url}/sign-in"))
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(format!("token={token}"))
-        .send()
-        .await
-        .map_err(|e| e.to_string())?;
-    let cookie = signed_in
-        .headers()
-        .get("set-cookie")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .ok_or_else(|| format!("sign-in answered {} without a session", signed_in.status()))?
-        .to_owned();
+    let (http, cookie) = super::signed_in(&format!("{url}/sign-in"), format!("token={token}")).await?;
     let page = http.get(url).header("cookie", &cookie).send().await.map_err(|e| e.to_string())?;
     let html = page.text().await.map_err(|e| e.to_string())?;
     let rows = between(&html, "<tbody>", "</tbody>").ok_or("the page shows no plan")?;

@@ -6,6 +6,7 @@ mod support;
 mod browser;
 mod client_vectors;
 mod conformance;
+mod console;
 mod deployments;
 mod egress;
 mod engine_bounds;

@@ -81,6 +81,7 @@ fn automation_story_happened(report: &DemoRun, text: &str) {
         "the platform accepted the signed delivery (202) and it fires the rule",
         "the rule fired and the porch light is really on (brightness 80)",
         "the fetched trace shows the decision at 22:41 and the real call of porch_light.turn_on",
+        "the deployment's page lists the firing and links to its Run page, which holds the decision at 22:41",
     ] {
         assert!(
             report.passed.iter().any(|passed| passed.contains(check)),

@@ -298,6 +298,7 @@ async fn mcp_apps_show_the_real_plan_and_run_in_a_browser() {
     let (plan_html, plan_meta) = &views[PLAN_VIEW];
     mount(&browser, plan_html, plan_meta, &validate_tool, json!({"workflow": program}), &validated).await;
     shown(&browser, "#pv-status", "The program is valid.").await;
+    shown(&browser, "#pv-validity", "The program is valid.").await;
     assert_eq!(browser.text("h1").await.unwrap(), "Plan of the program");
     let plan_rows = rows(&browser, "tr.pv-step").await;
     assert_eq!(plan_rows.len(), plan_steps.len(), "{plan_rows:?}");
@@ -314,6 +315,7 @@ async fn mcp_apps_show_the_real_plan_and_run_in_a_browser() {
     // The other polarity: an invalid program's diagnostics, and no plan.
     mount(&browser, plan_html, plan_meta, &validate_tool, json!({"workflow": bad}), &invalid).await;
     shown(&browser, "#pv-status", "The program is not valid").await;
+    shown(&browser, "#pv-validity", "The program is not valid.").await;
     let diagnostics = browser.text(".pv-diagnostics").await.expect("the diagnostics are shown");
     assert!(diagnostics.contains(diagnostic["code"].as_str().unwrap()), "{diagnostics} / {diagnostic}");
     assert!(diagnostics.contains(diagnostic["message"].as_str().unwrap()), "{diagnostics} / {diagnostic}");

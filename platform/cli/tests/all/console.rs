@@ -1,0 +1,368 @@
+//! The operator console (`pilotage_server::console`; docs/architecture.md,
+//! "The console and the views") read in a real headless Chromium, on a
+//! real server whose porch rule really fired:
+//!
+//! - sign-in: signed out is sent to the form; a bad credential and one
+//!   without a console scope are refused; the operator and a tenant's
+//!   `pilotage:console` reader get an HttpOnly session;
+//! - the deployment's page lists the firing and links to its Run page,
+//!   which shows the plan and the decision "it is 22:41 in Europe/Paris";
+//! - the Run list filters by deployment and status, and says so when a
+//!   time does not read;
+//! - a tenant's reader reaching another tenant's pages by URL gets the
+//!   same 404 as for a tenant that does not exist;
+//! - a Run at the invocation bound (1,000 calls) renders, pages and
+//!   scrolls; the pages fit a phone's width; each has one `<h1>`, labelled
+//!   inputs and a skip link first in the focus order;
+//! - the live figures are drawn (the operator's platform charts too);
+//! - off (the default), no console route exists.
+//!
+//! Screenshots: `target/test-artifacts/console-*.png`.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::endpoint::{Backend, client, ok, server, settings};
+use crate::tenancy::{ADMIN_TOKEN, admin, upload_language};
+use pilotage_test_support::browser::Browser;
+
+/// Waits until the text of `selector` contains `want` (10 s), returning it.
+async fn shows(browser: &Browser, selector: &str, want: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match browser.text(selector).await {
+            Ok(text) if text.contains(want) => return text,
+            other if Instant::now() > deadline => panic!("{selector} never showed {want:?}: {other:?}"),
+            _ => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+/// How many elements match `selector` now.
+async fn count(browser: &Browser, selector: &str) -> u64 {
+    let script = format!("return document.querySelectorAll({}).length;", json!(selector));
+    browser.script(&script, vec![]).await.unwrap().as_u64().unwrap()
+}
+
+async fn sign_in(browser: &Browser, base: &str, token: &str) {
+    browser.goto(&format!("{base}/console")).await.unwrap();
+    shows(browser, "h1", "Sign in").await;
+    browser.fill("#token", token).await.unwrap();
+    browser.submit("#token").await.unwrap();
+}
+
+/// Every page's structure: one `<h1>`, every field labelled, the skip
+/// link the first thing the keyboard reaches, nothing wider than the
+/// window.
+async fn well_formed(browser: &Browser, page: &str) {
+    let facts = browser
+        .script(
+            "const fields = [...document.querySelectorAll('input:not([type=hidden]), select, textarea')];\
+             const focusable = [...document.querySelectorAll('a[href], button, input:not([type=hidden]), select')];\
+             return {h1: document.querySelectorAll('h1').length,\
+                     unlabelled: fields.filter(f => !f.labels || f.labels.length === 0).map(f => f.name),\
+                     first: focusable.length ? focusable[0].className : null,\
+                     overflow: document.documentElement.scrollWidth - window.innerWidth};",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(facts["h1"], 1, "{page}: {facts}");
+    assert_eq!(facts["unlabelled"], json!([]), "{page}: {facts}");
+    assert_eq!(facts["first"], "skip", "{page}: {facts}");
+    assert!(facts["overflow"].as_i64().unwrap() <= 1, "{page} is wider than the window: {facts}");
+}
+
+/// The porch rule of the demo (without the unlock step): deployed, then
+/// fired by the signed webhook delivery of the demo home at 22:41 in
+/// Paris. Returns the firing's run_id.
+async fn porch_fired(server: &pilotage_server::start::Server) -> String {
+    let agent = client(&server.mcp_url()).await;
+    let rule = json!({
+        "rule": "porch-at-night",
+        "description": "When the front door opens after 22:00 in Paris, light the porch.",
+        "trigger": {"webhook": pilotage_server::demo::tenant::DEMO_HOME_SOURCE},
+        "conditions": [
+            {"id": "door-opened", "event": "/state", "equals": "open"},
+            {"id": "after-22", "time": {"after": "22:00", "before": "06:00", "time_zone": "Europe/Paris"}},
+            {"id": "light-is-off", "read": "porch_light.state", "field": "/on", "equals": false}
+        ],
+        "actions": [{"id": "light-on", "call": "porch_light.turn_on", "with": {"brightness": 80}}]
+    });
+    let deployed = ok(&agent, "run_automation", json!({"rule": rule, "mode": "deploy"})).await;
+    assert_eq!(deployed["outcome"]["ok"], true, "{deployed}");
+    let night = pilotage_engine::clock::parse_rfc3339("2026-07-14T22:41:00+02:00").unwrap();
+    server.platform.clock().freeze_at(night);
+    let home = server.demo_world.as_ref().unwrap().0;
+    let opened: Value = reqwest::Client::new()
+        .post(format!("http://{home}/home/front_door/open"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(opened["status"], 202, "{opened}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let firings = server.platform.store().firings_of("demo", "porch-at-night", 5).await.unwrap();
+        if let Some(firing) = firings.first()
+            && server.platform.store().run_get(&firing.run_id).await.unwrap().is_some()
+        {
+            agent.cancel().await.unwrap();
+            return firing.run_id.clone();
+        }
+        assert!(Instant::now() < deadline, "the rule never fired");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A workflow Run at the invocation bound: 1,000 order listings in a loop,
+/// stored at level full. Returns its run_id and its record's size.
+async fn bounded_run(server: &pilotage_server::start::Server) -> (String, usize) {
+    // The demo's order listing with a note the service ignores: each
+    // step's input carries 400 characters, as a real Run's payloads do.
+    let orders = format!("http://{}/orders/list", server.demo_world.as_ref().unwrap().0);
+    let entry = json!({"id": "cap_list_orders_noted", "kind": "capability", "name": "List a user's orders, with a note",
+        "input_schema": {"type": "object", "properties": {"user_id": {"type": "string"}, "note": {"type": "string"}},
+                         "required": ["user_id"], "additionalProperties": false},
+        "risk": "safe", "risk_hints": {"readOnly": true, "destructive": false, "openWorld": false},
+        "binding": {"url": orders}});
+    let (status, report) =
+        admin(server, reqwest::Method::PUT, "/tenants/demo/catalog/entries/cap_list_orders_noted", Some(entry)).await;
+    assert_eq!(status, 201, "{report}");
+    let agent = client(&server.mcp_url()).await;
+    let ids: Vec<&str> = (0..1000).map(|i| ["42", "7"][i % 2]).collect();
+    let workflow = json!({"steps": [{"id": "each", "kind": "for_each", "over": "$.input.ids", "as": "id", "do": [
+        {"id": "orders", "kind": "call", "capability": "cap_list_orders_noted", "with": {"user_id": "$.id", "note": "$.input.note"}}]}]});
+    let run = ok(
+        &agent,
+        "run_workflow",
+        json!({"workflow": workflow, "input": {"ids": ids, "note": "n".repeat(400)}, "trace_level": "none", "store": true}),
+    )
+    .await;
+    agent.cancel().await.unwrap();
+    assert_eq!(run["outcome"]["status"], "success", "{}", run["outcome"]);
+    let run_id = run["run_id"].as_str().unwrap().to_owned();
+    let row = server.platform.store().run_get(&run_id).await.unwrap().expect("the Run is stored");
+    (run_id, row.record.len())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn people_find_the_fired_rule_and_read_its_run_in_the_console() {
+    let mut settings = settings(Backend::Sqlite).await;
+    settings.console = true;
+    settings.admin_token = Some(ADMIN_TOKEN.into());
+    let data_dir = settings.data_dir.clone();
+    let server = server(settings).await;
+    let base = format!("http://{}", server.addr);
+    let (status, _) = admin(&server, reqwest::Method::POST, "/tenants", Some(json!({"id": "acme"}))).await;
+    assert_eq!(status, 201);
+    upload_language(&server, "acme", pilotage_bundled::WORKFLOW).await;
+    let dev = pilotage_server::auth::dev::DevTokens::load(&data_dir, server.mcp_url()).unwrap();
+    let token = |tenant: &str, subject: &str, scope: &str| dev.mint(tenant, subject, &[scope.to_owned()], 600).unwrap();
+
+    let run_id = porch_fired(&server).await;
+    let (big, big_bytes) = bounded_run(&server).await;
+
+    // The pages' headers, read as a program reads them.
+    let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let signed_out = http.get(format!("{base}/console/t/demo/runs/{run_id}")).send().await.unwrap();
+    assert_eq!(signed_out.status(), 303);
+    let location = signed_out.headers()["location"].to_str().unwrap();
+    assert!(location.starts_with("/console/sign-in?next=%2Fconsole%2Ft%2Fdemo%2Fruns%2F"), "{location}");
+    let form = http.get(format!("{base}/console/sign-in")).send().await.unwrap();
+    let csp = form.headers()["content-security-policy"].to_str().unwrap().to_owned();
+    assert!(csp.contains("script-src 'self'") && csp.contains("frame-ancestors 'none'"), "{csp}");
+    assert!(!csp.contains("unsafe-inline"), "{csp}");
+    assert_eq!(form.headers()["x-frame-options"], "DENY");
+    // Signing in to a page elsewhere is refused: the form goes back to the console.
+    let elsewhere = http
+        .post(format!("{base}/console/sign-in"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("token={ADMIN_TOKEN}&next=%2F%2Fevil.example%2Fconsole"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(elsewhere.headers()["location"], "/console");
+
+    // Signed out, the browser is sent to the form; bad credentials and
+    // one without a console scope are refused.
+    let browser = Browser::start().await.expect("headless Chromium (Debian's chromium and chromium-driver)");
+    browser.goto(&format!("{base}/console/t/demo/deployments/porch-at-night")).await.unwrap();
+    shows(&browser, "h1", "Sign in").await;
+    browser.fill("#token", "not-a-token").await.unwrap();
+    browser.submit("#token").await.unwrap();
+    shows(&browser, "#sign-in-error", "not valid").await;
+    browser.fill("#token", &token("demo", "agent", "pilotage:execute")).await.unwrap();
+    browser.submit("#token").await.unwrap();
+    shows(&browser, "#sign-in-error", "may not read the console").await;
+    browser.fill("#token", ADMIN_TOKEN).await.unwrap();
+    browser.submit("#token").await.unwrap();
+    // Back where it was going, signed in as the operator.
+    shows(&browser, "h1", "Deployment porch-at-night").await;
+    let cookie = browser.cookies().await.unwrap().into_iter().find(|c| c.name == "pilotage_console").unwrap();
+    assert_eq!(cookie.http_only, Some(true));
+    assert_eq!(cookie.path.as_deref(), Some("/console"));
+    well_formed(&browser, "deployment").await;
+    browser.screenshot("console-deployment").await.unwrap();
+
+    // The firing is listed with its outcome and links to its Run page.
+    let row = shows(&browser, "#firings-table tr.firing", &run_id).await;
+    assert!(row.contains("success"), "{row}");
+    browser.click(&format!("#firings-table a[href$='{run_id}']")).await.unwrap();
+    shows(&browser, "h1", &format!("Run {run_id}")).await;
+    assert!(browser.current_url().await.unwrap().ends_with(&format!("/console/t/demo/runs/{run_id}")));
+    let because = shows(&browser, ".pv-decision[data-at='after-22']", "it is 22:41 in Europe/Paris").await;
+    assert!(because.contains("took true"), "{because}");
+    assert!(shows(&browser, "#pv-outcome", "Succeeded").await.contains("success"));
+    // The plan above the trace, with each step's risk; the light's call
+    // really ran (not simulated).
+    assert!(count(&browser, ".pv-plan tr.pv-step").await >= 2);
+    let light = shows(&browser, ".pv-trace-step[data-step='light-on']", "porch_light.turn_on").await;
+    assert!(!light.contains("simulated"), "{light}");
+    assert!(browser.text("dl.facts").await.unwrap().contains("porch-at-night"));
+    well_formed(&browser, "run").await;
+    // Tall enough for the plan and the decision (the README shows it).
+    browser.set_window_size(1100, 1500).await.unwrap();
+    browser.screenshot("console-run-page").await.unwrap();
+    browser.set_window_size(1280, 800).await.unwrap();
+
+    // The Run list, filtered by deployment and by status; a time that does
+    // not read is said so.
+    browser.goto(&format!("{base}/console/t/demo/runs?deployment=porch-at-night")).await.unwrap();
+    shows(&browser, "#runs-table caption", "1 retained Runs").await;
+    assert!(browser.text("#runs-table tbody").await.unwrap().contains(&run_id));
+    browser.goto(&format!("{base}/console/t/demo/runs?status=no_such_status")).await.unwrap();
+    shows(&browser, "#runs-table caption", "0 retained Runs").await;
+    browser.goto(&format!("{base}/console/t/demo/runs?language=workflow%2Fv1&status=success")).await.unwrap();
+    let listed = browser.text("#runs-table tbody").await.unwrap();
+    assert!(listed.contains(&big) && !listed.contains(&run_id), "{listed}");
+    browser.goto(&format!("{base}/console/t/demo/runs?since=yesterday")).await.unwrap();
+    shows(&browser, "#filter-error", "'yesterday' is not a time").await;
+    well_formed(&browser, "runs").await;
+
+    // The other pages, each well formed; the catalog shows risk, and the
+    // overview draws the live figures (the operator's platform ones too).
+    for (path, heading) in [
+        ("languages", "Languages"),
+        ("catalog", "Catalog"),
+        ("data-sources", "Data sources"),
+        ("deployments", "Deployments"),
+        ("audit", "Audit log"),
+    ] {
+        browser.goto(&format!("{base}/console/t/demo/{path}")).await.unwrap();
+        shows(&browser, "h1", heading).await;
+        well_formed(&browser, path).await;
+    }
+    // The same pages at a phone's width.
+    browser.set_window_size(390, 844).await.unwrap();
+    for path in [
+        "",
+        "/languages",
+        "/catalog",
+        "/data-sources",
+        "/deployments",
+        "/deployments/porch-at-night",
+        "/runs",
+        "/audit",
+    ] {
+        browser.goto(&format!("{base}/console/t/demo{path}")).await.unwrap();
+        shows(&browser, "h1", "").await;
+        well_formed(&browser, &format!("{path} at a phone's width")).await;
+    }
+    browser.screenshot("console-audit-phone").await.unwrap();
+    browser.set_window_size(1280, 800).await.unwrap();
+    browser.goto(&format!("{base}/console/t/demo/catalog")).await.unwrap();
+    assert!(browser.text("#catalog-table").await.unwrap().contains("front_door.unlock"));
+    browser.goto(&format!("{base}/console/t/demo")).await.unwrap();
+    shows(&browser, "#charts", "Runs by status").await;
+    assert!(count(&browser, "#charts figure.chart").await >= 6, "the operator sees the platform's figures");
+    assert!(browser.text("#charts").await.unwrap().contains("porch-at-night"));
+    well_formed(&browser, "overview").await;
+    browser.screenshot("console-overview").await.unwrap();
+
+    // A Run at the invocation bound renders, pages and scrolls.
+    let started = Instant::now();
+    browser.goto(&format!("{base}/console/t/demo/runs/{big}")).await.unwrap();
+    shows(&browser, ".pv-page-label", "Steps 1–100 of").await;
+    let rendered = started.elapsed();
+    let label = browser.text(".pv-page-label").await.unwrap();
+    eprintln!("a Run of {big_bytes} bytes ({label}) rendered in {rendered:?}");
+    assert!(big_bytes > 600_000, "the bounded Run's record is only {big_bytes} bytes");
+    assert_eq!(count(&browser, "#pv-timeline > li").await, 100);
+    browser.click(".pv-pages button:last-of-type").await.unwrap();
+    shows(&browser, ".pv-page-label", "Steps 101–200").await;
+    let scrolled =
+        browser.script("window.scrollTo(0, document.body.scrollHeight); return window.scrollY;", vec![]).await.unwrap();
+    assert!(scrolled.as_f64().unwrap() > 0.0, "the page does not scroll");
+    // A value opens on demand.
+    browser.click("#pv-timeline > li:first-child details.pv-output summary").await.unwrap();
+    shows(&browser, "#pv-timeline > li:first-child details.pv-output pre", "{").await;
+    // At a phone's width nothing is wider than the screen.
+    browser.set_window_size(390, 844).await.unwrap();
+    well_formed(&browser, "run at a phone's width").await;
+    browser.screenshot("console-run-phone").await.unwrap();
+    browser.close().await.unwrap();
+
+    // A tenant's reader sees its own tenant, and reaching another tenant's
+    // pages by URL is the same 404 as a tenant that does not exist.
+    let reader = Browser::start().await.unwrap();
+    sign_in(&reader, &base, &token("acme", "ann", "pilotage:console")).await;
+    shows(&reader, "h1", "Tenant acme").await;
+    shows(&reader, "#charts", "Runs by status").await;
+    assert_eq!(count(&reader, "#charts figure.chart").await, 2, "a reader sees only its tenant's figures");
+    let mut answers = Vec::new();
+    for path in [
+        format!("/console/t/demo/runs/{run_id}"),
+        "/console/t/demo".to_owned(),
+        "/console/t/demo/deployments/porch-at-night".to_owned(),
+        "/console/t/nope".to_owned(),
+        "/console/t/nope/runs/whatever".to_owned(),
+        format!("/console/t/acme/runs/{run_id}"),
+    ] {
+        reader.goto(&format!("{base}{path}")).await.unwrap();
+        answers.push(shows(&reader, "main", "There is no such page").await);
+    }
+    assert!(answers.windows(2).all(|pair| pair[0] == pair[1]), "{answers:?}");
+    reader.close().await.unwrap();
+    let cookie_of = |response: &reqwest::Response| {
+        response.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_owned()
+    };
+    let signed = http
+        .post(format!("{base}/console/sign-in"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("token={}", token("acme", "ann", "pilotage:console")))
+        .send()
+        .await
+        .unwrap();
+    let cookie = cookie_of(&signed);
+    let statuses = [
+        format!("/console/t/demo/runs/{run_id}"),
+        "/console/t/nope".to_owned(),
+        "/console/t/demo/figures.json".to_owned(),
+    ];
+    for path in statuses {
+        let response = http.get(format!("{base}{path}")).header("cookie", &cookie).send().await.unwrap();
+        assert_eq!(response.status(), 404, "{path}");
+    }
+    // A forged session is no session.
+    let forged =
+        http.get(format!("{base}/console/t/acme")).header("cookie", "pilotage_console=AAAA").send().await.unwrap();
+    assert_eq!(forged.status(), 303);
+    server.stop().await;
+
+    // Off (the default): no console route.
+    let off = crate::endpoint::server(settings_off().await).await;
+    let response = http.get(format!("http://{}/console/sign-in", off.addr)).send().await.unwrap();
+    assert_ne!(response.status(), 200);
+    assert!(!response.text().await.unwrap().contains("Sign in to the console"));
+    off.stop().await;
+}
+
+async fn settings_off() -> pilotage_server::settings::Settings {
+    let settings = settings(Backend::Sqlite).await;
+    assert!(!settings.console, "the console is off by default");
+    settings
+}

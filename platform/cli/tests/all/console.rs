@@ -186,6 +186,17 @@ async fn people_find_the_fired_rule_and_read_its_run_in_the_console() {
         .await
         .unwrap();
     assert_eq!(elsewhere.headers()["location"], "/console");
+    // A sign-in form posted from another site's page is refused.
+    let forged = http
+        .post(format!("{base}/console/sign-in"))
+        .header("origin", "https://evil.example")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("token={ADMIN_TOKEN}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), 403);
+    assert!(forged.headers().get("set-cookie").is_none());
 
     // Signed out, the browser is sent to the form; bad credentials and
     // one without a console scope are refused.

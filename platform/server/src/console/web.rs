@@ -43,8 +43,10 @@ pub(crate) fn urlencode(text: &str) -> String {
 }
 
 /// An HTML document with the headers every page sends: `csp` as its
-/// Content-Security-Policy, no framing, no sniffing, no caching, no
-/// referrer. `head` goes into `<head>` (stylesheets, scripts) as is.
+/// Content-Security-Policy, no framing, no sniffing, no caching, and a
+/// referrer only to this server (`same-origin`: with `no-referrer` a
+/// browser sends `Origin: null` on the pages' own form posts, which the
+/// Origin check would refuse). `head` goes into `<head>` as is.
 pub(crate) fn document(status: StatusCode, csp: &'static str, title: &str, head: &str, body: &str) -> Response {
     let page = format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{}</title>{head}</head><body>{body}</body></html>",
@@ -57,7 +59,7 @@ pub(crate) fn document(status: StatusCode, csp: &'static str, title: &str, head:
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
     response
 }
 

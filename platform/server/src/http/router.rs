@@ -174,11 +174,15 @@ pub(crate) fn app(
     ));
     // The console exists only when the setting is on: off, no route of it
     // is mounted and nothing of it runs on any request.
+    // A form posted from another site's page (a forged sign-in) is refused
+    // by its Origin, as the admin API's requests are.
     let console = settings.console.then(|| {
-        crate::console::router(admin.clone()).layer(axum::middleware::from_fn_with_state(
-            connections::BodyDeadline(Duration::from_millis(settings.body_read_timeout_ms)),
-            connections::body_deadline,
-        ))
+        crate::console::router(admin.clone())
+            .layer(axum::middleware::from_fn_with_state(
+                connections::BodyDeadline(Duration::from_millis(settings.body_read_timeout_ms)),
+                connections::body_deadline,
+            ))
+            .layer(axum::middleware::from_fn_with_state(origins.clone(), origin::admin_origin))
     });
     let admin_routes = crate::admin::router(admin)
         .layer(axum::middleware::from_fn_with_state(

@@ -47,9 +47,10 @@ pub struct RunFilter<'a> {
     pub deployment: Option<&'a str>,
     /// Only Runs stored at or after this time (ms since the epoch).
     pub since_ms: Option<i64>,
-    /// Only Runs stored before this time (ms since the epoch): the next
-    /// page starts before the last row's `created_at`.
-    pub before_ms: Option<i64>,
+    /// Only Runs listed after this one in the newest-first order: the
+    /// last row of the page before, as (`created_at`, `run_id`), so Runs
+    /// stored in the same millisecond are neither skipped nor repeated.
+    pub after: Option<(i64, &'a str)>,
     /// At most this many rows.
     pub limit: i64,
 }
@@ -153,7 +154,8 @@ impl Store {
             "SELECT run_id, subject, language, status, recorded_level, bytes, created_at, expires_at FROM runs \
              WHERE tenant = $1 AND ($2 = '' OR language = $3) AND ($4 = '' OR status = $5) \
              AND ($6 = '' OR run_id IN (SELECT run_id FROM firings WHERE tenant = $7 AND deployment = $8)) \
-             AND created_at >= $9 AND created_at < $10 ORDER BY created_at DESC, run_id DESC LIMIT $11",
+             AND created_at >= $9 AND (created_at < $10 OR (created_at = $11 AND run_id < $12)) \
+             ORDER BY created_at DESC, run_id DESC LIMIT $13",
         )
         .bind(tenant)
         .bind(filter.language.unwrap_or(""))
@@ -164,7 +166,9 @@ impl Store {
         .bind(tenant)
         .bind(filter.deployment.unwrap_or(""))
         .bind(filter.since_ms.unwrap_or(i64::MIN))
-        .bind(filter.before_ms.unwrap_or(i64::MAX))
+        .bind(filter.after.map_or(i64::MAX, |(at, _)| at))
+        .bind(filter.after.map_or(i64::MAX, |(at, _)| at))
+        .bind(filter.after.map_or("", |(_, run_id)| run_id))
         .bind(filter.limit)
         .fetch_all(&self.pool)
         .await?;

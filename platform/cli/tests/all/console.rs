@@ -311,6 +311,41 @@ async fn people_find_the_fired_rule_and_read_its_run_in_the_console() {
     // A value opens on demand.
     browser.click("#pv-timeline > li:first-child details.pv-output summary").await.unwrap();
     shows(&browser, "#pv-timeline > li:first-child details.pv-output pre", "{").await;
+    // Pages of the Run list: 60 Runs stored in the same millisecond are
+    // each listed once over two pages.
+    let now = server.platform.clock().now_ms();
+    for index in 0..60 {
+        let run_id = format!("run_page_{index:02}");
+        let record = json!({"run_id": run_id, "outcome": {"ok": true, "status": "success", "error": null},
+                            "trace": {"run_id": run_id, "level": "full", "steps": []}});
+        let row = pilotage_store::RunRow {
+            run_id,
+            tenant: "demo".into(),
+            subject: "pager".into(),
+            language: "pager/1".into(),
+            session_id: None,
+            recorded_level: "full".into(),
+            record: record.to_string(),
+            status: "success".into(),
+            created_at: now,
+            expires_at: Some(now + 3_600_000),
+        };
+        server.platform.store().run_insert(&row).await.unwrap();
+    }
+    browser.goto(&format!("{base}/console/t/demo/runs?language=pager%2F1")).await.unwrap();
+    shows(&browser, "#runs-table caption", "50 retained Runs").await;
+    let first = browser.text("#runs-table tbody").await.unwrap();
+    browser.click("#older").await.unwrap();
+    shows(&browser, "#runs-table caption", "10 retained Runs").await;
+    let second = browser.text("#runs-table tbody").await.unwrap();
+    assert!(!browser.exists("#older").await.unwrap());
+    for index in 0..60 {
+        let run_id = format!("run_page_{index:02}");
+        assert!(first.contains(&run_id) != second.contains(&run_id), "{run_id} is not on exactly one page");
+    }
+    browser.goto(&format!("{base}/console/t/demo/runs/{big}")).await.unwrap();
+    shows(&browser, ".pv-page-label", "Steps 1–100 of").await;
+
     // At a phone's width nothing is wider than the screen.
     browser.set_window_size(390, 844).await.unwrap();
     well_formed(&browser, "run at a phone's width").await;

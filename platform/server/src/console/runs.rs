@@ -154,9 +154,9 @@ pub(super) async fn deployment(
     page.page(&state, &format!("Deployment {name}"), &body, &[])
 }
 
-/// The Run list's filters (`?language=&status=&deployment=&since=&before=`),
-/// `since` as RFC 3339 or `YYYY-MM-DDTHH:MM` (UTC, a datetime-local input),
-/// `before` the cursor of the next page (ms since the epoch).
+/// The Run list's filters (`?language=&status=&deployment=&since=&after=`),
+/// `since` as RFC 3339 or `YYYY-MM-DDTHH:MM` (UTC), `after` the cursor of
+/// the next page (`<created_at ms>.<run_id>` of the last row shown).
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct RunsQuery {
     #[serde(default)]
@@ -168,7 +168,7 @@ pub(super) struct RunsQuery {
     #[serde(default)]
     since: Option<String>,
     #[serde(default)]
-    before: Option<String>,
+    after: Option<String>,
 }
 
 fn non_empty(value: &Option<String>) -> Option<&str> {
@@ -195,7 +195,9 @@ pub(super) async fn runs(
         status: non_empty(&query.status),
         deployment: non_empty(&query.deployment),
         since_ms: since_parsed.flatten(),
-        before_ms: non_empty(&query.before).and_then(|b| b.parse().ok()),
+        after: non_empty(&query.after)
+            .and_then(|cursor| cursor.split_once('.'))
+            .and_then(|(at, run_id)| Some((at.parse().ok()?, run_id))),
         limit: RUNS_PER_PAGE,
     };
     let rows = match state.platform.store().runs_listed(tenant, &filter).await {
@@ -260,7 +262,8 @@ pub(super) async fn runs(
     }
     let next = match rows.last() {
         Some(last) if rows.len() as i64 == RUNS_PER_PAGE => {
-            let mut link = format!("/console/t/{}/runs?before={}", urlencode(tenant), last.created_at);
+            let mut link =
+                format!("/console/t/{}/runs?after={}.{}", urlencode(tenant), last.created_at, urlencode(&last.run_id));
             for (key, value) in [
                 ("language", filter.language),
                 ("status", filter.status),

@@ -636,8 +636,9 @@ impl Metrics {
         self.inner.enabled.store(enabled, Ordering::Relaxed);
     }
 
-    /// Whether events are recorded.
-    pub(crate) fn is_enabled(&self) -> bool {
+    /// Whether events are recorded (the console says so when they are
+    /// not, rather than draw zeros).
+    pub fn is_enabled(&self) -> bool {
         self.inner.enabled.load(Ordering::Relaxed)
     }
 

@@ -154,6 +154,9 @@ async fn people_find_the_fired_rule_and_read_its_run_in_the_console() {
     let mut settings = settings(Backend::Sqlite).await;
     settings.console = true;
     settings.admin_token = Some(ADMIN_TOKEN.into());
+    // The operator's figures are this replica's metrics, recorded when it
+    // serves them.
+    settings.metrics_token = Some("console-test-metrics-token".into());
     let data_dir = settings.data_dir.clone();
     let server = server(settings).await;
     let base = format!("http://{}", server.addr);
@@ -291,6 +294,11 @@ async fn people_find_the_fired_rule_and_read_its_run_in_the_console() {
     shows(&browser, "#charts", "Runs by status").await;
     assert!(count(&browser, "#charts figure.chart").await >= 6, "the operator sees the platform's figures");
     assert!(browser.text("#charts").await.unwrap().contains("porch-at-night"));
+    // A replica that records no metrics says so instead of drawing zeros.
+    server.platform.engine().metrics().set_enabled(false);
+    browser.goto(&format!("{base}/console/t/demo")).await.unwrap();
+    shows(&browser, "#no-metrics", "records no metrics").await;
+    server.platform.engine().metrics().set_enabled(true);
     well_formed(&browser, "overview").await;
     browser.screenshot("console-overview").await.unwrap();
 
@@ -311,6 +319,30 @@ async fn people_find_the_fired_rule_and_read_its_run_in_the_console() {
     // A value opens on demand.
     browser.click("#pv-timeline > li:first-child details.pv-output summary").await.unwrap();
     shows(&browser, "#pv-timeline > li:first-child details.pv-output pre", "{").await;
+    // A step named "__proto__" is data: the arm b2 did not take is greyed,
+    // and nothing reaches Object.prototype.
+    let agent = client(&server.mcp_url()).await;
+    let branch = |id: &str, equals: &str, step: &str| {
+        json!({"id": id, "kind": "branch", "if": {"eq": ["$.input.a", equals]}, "then": [
+            {"id": step, "kind": "call", "capability": "cap_read_user_profile", "with": {"user_id": "42"}}]})
+    };
+    let hostile = json!({"steps": [branch("__proto__", "yes", "first"), branch("b2", "no", "cancel_everything")]});
+    let ran = ok(
+        &agent,
+        "run_workflow",
+        json!({"workflow": hostile, "input": {"a": "yes"}, "trace_level": "none", "store": true}),
+    )
+    .await;
+    assert_eq!(ran["outcome"]["status"], "success", "{ran}");
+    agent.cancel().await.unwrap();
+    browser.goto(&format!("{base}/console/t/demo/runs/{}", ran["run_id"].as_str().unwrap())).await.unwrap();
+    shows(&browser, "tr.pv-step[data-step='cancel_everything']", "not taken").await;
+    let polluted = browser
+        .script("return Object.prototype.hasOwnProperty('then') || ({}).then !== undefined;", vec![])
+        .await
+        .unwrap();
+    assert_eq!(polluted, json!(false));
+
     // Pages of the Run list: 60 Runs stored in the same millisecond are
     // each listed once over two pages.
     let now = server.platform.clock().now_ms();

@@ -270,6 +270,15 @@ async fn the_tenants_policy_holds_denies_and_budgets_runs() {
     {
         assert!(actions.contains(&action), "{action} missing from {actions:?}");
     }
+    // Each names its tenant, so the tenant's own audit views (a tenant
+    // admin's, the console's) list it.
+    for record in audit["audit"].as_array().unwrap() {
+        let action = record["action"].as_str().unwrap();
+        if action.starts_with("approval.") || action == "policy.deny" {
+            let target = record["target"].as_str().unwrap();
+            assert!(target.starts_with("acme/") || target.starts_with("globex/"), "{record}");
+        }
+    }
 
     // Every Language's closed-sets guide lists the policy's statuses.
     let index = result(alice.call("pilotage_get_guide", json!({"language": "workflow/v1"})).await.unwrap());

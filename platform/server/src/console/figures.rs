@@ -2,11 +2,13 @@
 //! charts draw (`assets/console.js` polls it every 5 seconds).
 //!
 //! `{"tenant": {"runs_by_status": {status: n}, "firings_by_deployment":
-//! {name: n}, "running": n}, "platform": {…}|null, "at": ms}`: the tenant's
+//! {name: n}, "running": n}, "platform": {"recording", …}|null, "at": ms}`: the tenant's
 //! from its stored records of the last 24 hours (so a tenant's reader sees
 //! only its own), and for an operator, this replica's counters since it
 //! started (`pilotage_mcp_requests_total` by outcome,
-//! `pilotage_runs_total` by status, `pilotage_firings_total` by result).
+//! `pilotage_runs_total` by status, `pilotage_firings_total` by result),
+//! or `{"recording": false}` when the replica records no metrics (it
+//! serves none: neither `metrics_listen` nor `metrics_token`).
 
 use axum::Json;
 use axum::extract::State;
@@ -35,10 +37,16 @@ pub(super) async fn figures(State(state): State<AdminState>, page: TenantPage) -
         };
     let platform = viewer.operator().then(|| {
         let metrics = state.platform.engine().metrics();
+        if !metrics.is_enabled() {
+            // This replica counts nothing unless it serves its metrics
+            // (metrics_listen or metrics_token): say so, never draw zeros.
+            return json!({"recording": false});
+        }
         let totals = |family: &str, label: &str| {
             object(metrics.totals_by(family, label).into_iter().map(|(k, v)| (k, i64::try_from(v).unwrap_or(i64::MAX))))
         };
         json!({
+            "recording": true,
             "requests_by_outcome": totals("mcp_requests_total", "outcome"),
             "runs_by_status": totals("runs_total", "status"),
             "firings_by_result": totals("firings_total", "result"),

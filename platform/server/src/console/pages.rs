@@ -148,6 +148,29 @@ pub(super) async fn languages(State(state): State<AdminState>, page: TenantPage)
     page.page(&state, "Languages", &body, &[])
 }
 
+/// A binding's URL as a page may show it: without its user and password
+/// and with its query cut (either may hold a credential, as header values
+/// may), and nothing of a URL that does not read.
+fn shown_url(url: &str) -> String {
+    let Ok(mut parsed) = reqwest::Url::parse(url) else {
+        return "(a URL that does not read)".to_owned();
+    };
+    let hidden = !parsed.username().is_empty() || parsed.password().is_some();
+    let _ = parsed.set_username("");
+    let _ = parsed.set_password(None);
+    let query = parsed.query().is_some_and(|q| !q.is_empty());
+    parsed.set_query(None);
+    parsed.set_fragment(None);
+    let mut shown = parsed.to_string();
+    if query {
+        shown.push_str("?…");
+    }
+    if hidden {
+        shown.push_str(" (credentials hidden)");
+    }
+    shown
+}
+
 /// `GET /console/t/{tenant}/catalog`: every entry with its kind, risk,
 /// visibility scopes and binding (header names only: values may hold
 /// secrets).
@@ -164,7 +187,7 @@ pub(super) async fn catalog(State(state): State<AdminState>, page: TenantPage) -
                 let names: Vec<&str> = binding.headers.keys().map(String::as_str).collect();
                 format!(
                     "{}{}",
-                    binding.url,
+                    shown_url(&binding.url),
                     if names.is_empty() { String::new() } else { format!(" (headers: {})", names.join(", ")) }
                 )
             });
@@ -247,4 +270,17 @@ pub(super) async fn audit(State(state): State<AdminState>, page: TenantPage) -> 
         "<div class=\"scroll\"><table id=\"audit-table\"><caption>The latest {count} records</caption><thead><tr><th scope=\"col\">When</th><th scope=\"col\">Who</th><th scope=\"col\">Action</th><th scope=\"col\">Target</th><th scope=\"col\">Detail</th></tr></thead><tbody>{rows}</tbody></table></div>"
     );
     page.page(&state, "Audit log", &body, &[])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shown_url;
+
+    #[test]
+    fn a_binding_url_shows_no_credential() {
+        let shown = shown_url("http://user:SECRET@example.test:8080/orders/flag?api_key=KEY&x=1#frag");
+        assert_eq!(shown, "http://example.test:8080/orders/flag?… (credentials hidden)");
+        assert_eq!(shown_url("https://example.test/a"), "https://example.test/a");
+        assert_eq!(shown_url("not a url ?token=x"), "(a URL that does not read)");
+    }
 }

@@ -245,17 +245,19 @@ pub(super) struct Next {
 }
 
 /// Only a console path of this server: never another origin
-/// (`//host`, `/\host`) nor a path outside the console.
+/// (`//host`, `/\host`), nor a path that leaves the console once a
+/// browser resolves it (`/console/../admin`, `%2e%2e`, `/consoleevil`).
 fn safe_next(next: Option<&str>) -> String {
+    let fits = |path: &str| {
+        let (route, _) = path.split_once(['?', '#']).unwrap_or((path, ""));
+        (route == "/console" || route.starts_with("/console/"))
+            && !route.split('/').any(|segment| segment == "." || segment == "..")
+            && !route.to_ascii_lowercase().contains("%2e")
+            && !path.contains('\\')
+            && !path.chars().any(char::is_control)
+    };
     match next {
-        Some(path)
-            if path.starts_with("/console")
-                && !path.starts_with("//")
-                && !path.contains('\\')
-                && !path.chars().any(char::is_control) =>
-        {
-            path.to_owned()
-        }
+        Some(path) if fits(path) => path.to_owned(),
         _ => "/console".to_owned(),
     }
 }
@@ -291,7 +293,10 @@ pub(super) struct SignIn {
 /// `POST /console/sign-in`: the credential for a session cookie.
 pub(super) async fn sign_in(State(state): State<AdminState>, Form(form): Form<SignIn>) -> Response {
     let next = safe_next(form.next.as_deref());
-    let (tenant, subject) = match credential(&state, form.token.trim()).await {
+    // A credential pasted with its scheme ("Bearer eyJ…") reads too.
+    let token = form.token.trim();
+    let token = token.strip_prefix("Bearer ").or_else(|| token.strip_prefix("bearer ")).unwrap_or(token).trim();
+    let (tenant, subject) = match credential(&state, token).await {
         Ok(Credential::Admin(Admin::Operator(who))) => (None, who),
         Ok(Credential::Admin(Admin::TenantAdmin { tenant, subject }))
         | Ok(Credential::Scoped { tenant, subject, console: true, .. }) => (Some(tenant), subject),
@@ -347,9 +352,22 @@ mod tests {
     #[test]
     fn next_stays_on_the_console() {
         assert_eq!(safe_next(Some("/console/t/demo/runs?status=success")), "/console/t/demo/runs?status=success");
-        for outside in ["//evil.example/console", "https://evil.example/", "/admin/v1/tenants", "/console\\evil", ""] {
+        for outside in [
+            "//evil.example/console",
+            "https://evil.example/",
+            "/admin/v1/tenants",
+            "/console\\evil",
+            "",
+            "/console/../admin/v1/tenants",
+            "/console/%2e%2e/approvals/apr_x",
+            "/console/%2E%2E/admin",
+            "/consoleevil",
+            "/console@evil.example",
+            "/console/./../admin",
+        ] {
             assert_eq!(safe_next(Some(outside)), "/console", "{outside}");
         }
         assert_eq!(safe_next(None), "/console");
+        assert_eq!(safe_next(Some("/console?x=1")), "/console?x=1");
     }
 }

@@ -136,7 +136,7 @@ pub(crate) async fn admit(
                 platform,
                 &format!("{}@{}", asked.subject, asked.tenant),
                 "approval.use",
-                &row.id,
+                &format!("{}/{}", asked.tenant, row.id),
                 json!({"run_id": run_id}),
             )
             .await;
@@ -174,7 +174,7 @@ pub(crate) async fn admit(
         platform,
         &format!("{}@{}", asked.subject, asked.tenant),
         "approval.request",
-        &row.id,
+        &format!("{}/{}", asked.tenant, row.id),
         json!({
             "language": asked.language,
             "binding": row.binding,
@@ -249,7 +249,7 @@ pub(crate) async fn decide(
         platform,
         &approver.actor(),
         if approve { "approval.approve" } else { "approval.reject" },
-        id,
+        &format!("{tenant}/{id}"),
         json!({
             "tenant": tenant,
             "binding": row.binding,

@@ -60,7 +60,7 @@ pub(crate) async fn pass(
             platform,
             &format!("{}@{}", asked.subject, asked.tenant),
             "policy.deny",
-            run_id,
+            &format!("{}/{run_id}", asked.tenant),
             serde_json::json!({"language": asked.language, "run": asked.kind.as_str(), "rule": rule,
                                "policy_version": policy.version(), "from": asked.address}),
         )

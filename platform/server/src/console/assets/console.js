@@ -83,7 +83,13 @@
       while (charts.firstChild) charts.removeChild(charts.firstChild);
       charts.appendChild(barChart("This tenant's Runs by status (24 h)", data.tenant.runs_by_status));
       charts.appendChild(barChart("This tenant's firings by deployment (24 h)", data.tenant.firings_by_deployment));
-      if (data.platform) {
+      if (data.platform && !data.platform.recording) {
+        var note = document.createElement("p");
+        note.className = "note";
+        note.id = "no-metrics";
+        note.textContent = "This replica records no metrics: serve them (--metrics-listen or --metrics-token) to see its requests, Runs and firings here.";
+        charts.appendChild(note);
+      } else if (data.platform) {
         var total = sum(data.platform.requests_by_outcome);
         if (previous) {
           var seconds = Math.max(0.001, (data.at - previous.at) / 1000);

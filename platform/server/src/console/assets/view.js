@@ -96,14 +96,18 @@
     return set.length ? set.join(", ") : "writes";
   }
 
-  // Which arms did the Run take? branch id -> set of labels; absent when
-  // no trace is known (the plan alone then greys nothing).
+  // Which arms did the Run take? A Map of branch id to the Set of labels
+  // taken (Maps, not objects: a step named "__proto__" is data, never a
+  // key of Object.prototype); null when no trace is known (the plan alone
+  // then greys nothing).
   function takenArms(trace) {
     if (!trace || !Array.isArray(trace.steps)) return null;
-    var taken = {};
+    var taken = new Map();
     trace.steps.forEach(function (step) {
       (step.decisions || []).forEach(function (d) {
-        (taken[d.at] = taken[d.at] || {})[d.took] = true;
+        var at = text(d.at);
+        if (!taken.has(at)) taken.set(at, new Set());
+        taken.get(at).add(text(d.took));
       });
     });
     return taken;
@@ -129,7 +133,7 @@
     var body = el("tbody");
     (plan.steps || []).forEach(function (step) {
       var arm = step.arm ? step.arm.branch + " → " + step.arm.label : "";
-      var untaken = !!(taken && step.arm && taken[step.arm.branch] && !taken[step.arm.branch][step.arm.label]);
+      var untaken = !!(taken && step.arm && taken.has(text(step.arm.branch)) && !taken.get(text(step.arm.branch)).has(text(step.arm.label)));
       var row = el("tr", { className: "pv-step" + (untaken ? " pv-untaken" : ""), "data-step": text(step.id) }, [
         el("th", { scope: "row", text: text(step.id) }),
         el("td", { text: text(step.calls) }),

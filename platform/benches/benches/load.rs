@@ -59,10 +59,12 @@
 //!   request metadata in every `_meta`, `Mcp-Method` and `Mcp-Name`
 //!   headers; the bare server's floor in the same mode (both servers set
 //!   `json_response`, so these replies are JSON);
-//! - `console_off`, `console_on`: `platform_manifest` against the platform
-//!   above (the console off, the default) and against another in-process
-//!   platform of the same settings serving the operator console: their
-//!   ratio is what the console adds to the MCP request path.
+//! - `console_off`, `console_on`, `console_on_2`, `console_off_2`:
+//!   `platform_manifest` against two more in-process platforms of the same
+//!   settings, one serving the operator console and one not (the
+//!   default), in the order off, on, on, off so the machine's drift
+//!   cancels: their ratio is what the console adds to the MCP request
+//!   path.
 //!
 //! Then the ratios the targets name: manifest ÷ bare no-op in
 //! each mode (target ≥ 0.85), platform ping ÷ bare ping, validate uncached
@@ -840,6 +842,9 @@ enum Target {
     TelemetryOn,
     /// A platform of the same settings serving the operator console.
     ConsoleOn,
+    /// Its twin with the console off (the default), started the same way
+    /// at the same time.
+    ConsoleOff,
 }
 
 /// One measured loop: the same kind of call on every connection.
@@ -880,7 +885,7 @@ fn workload(
 /// The workloads, in the order they run.
 fn workloads() -> Vec<Workload> {
     use Mode::{Session, SessionJsonOnly, Stateless};
-    use Target::{Bare, ConsoleOn, Platform, TelemetryOff, TelemetryOn};
+    use Target::{Bare, ConsoleOff, ConsoleOn, Platform, TelemetryOff, TelemetryOn};
     let ping = ("ping", "");
     let noop = ("tools/call", "noop");
     let manifest = ("tools/call", "pilotage_manifest");
@@ -905,8 +910,12 @@ fn workloads() -> Vec<Workload> {
         workload("cached_stateless", Platform, Stateless, validate, cached(), Expect::Valid),
         workload("telemetry_off", TelemetryOff, Session, validate, cached(), Expect::Valid),
         workload("telemetry_on", TelemetryOn, Session, validate, cached(), Expect::Valid),
-        workload("console_off", Platform, Session, manifest, none(), Expect::Result),
+        // Off, on, on, off: the order cancels the machine's drift through
+        // the four runs.
+        workload("console_off", ConsoleOff, Session, manifest, none(), Expect::Result),
         workload("console_on", ConsoleOn, Session, manifest, none(), Expect::Result),
+        workload("console_on_2", ConsoleOn, Session, manifest, none(), Expect::Result),
+        workload("console_off_2", ConsoleOff, Session, manifest, none(), Expect::Result),
     ]
 }
 
@@ -1111,7 +1120,7 @@ async fn preflight(target: Target, endpoint: &Endpoint) {
             let result = result_of(&reply, id).expect("tools/list has a result");
             assert_eq!(result["tools"][0]["name"], json!("noop"), "{result}");
         }
-        Target::Platform | Target::TelemetryOff | Target::TelemetryOn | Target::ConsoleOn => {
+        Target::Platform | Target::TelemetryOff | Target::TelemetryOn | Target::ConsoleOn | Target::ConsoleOff => {
             let params = tool_call("validate_workflow", json!({"workflow": workload::ten_step_program(0)}));
             let (id, reply) = connection.request("tools/call", params).await.expect("validate_workflow is answered");
             let result = result_of(&reply, id).expect("validate_workflow has a result");
@@ -1239,12 +1248,14 @@ fn main() {
     // with telemetry off, one serving metrics and exporting spans (on a
     // runtime whose threads carry `pilotage serve`'s subscriber with OTLP
     // export; the sink and the exporter's sends run on `sink_runtime`).
-    // The console pass: the same settings with the operator console on
-    // (its routes mounted beside /mcp), against `console_off` on the
-    // platform above.
+    // The console pass: two more platforms of the same settings, the
+    // operator console on (its routes mounted beside /mcp) and off.
     let console_on = needs(Target::ConsoleOn)
         .then(|| servers.block_on(start_platform_with(load.connections, "console-on", None, true)));
+    let console_off = needs(Target::ConsoleOff)
+        .then(|| servers.block_on(start_platform_with(load.connections, "console-off", None, false)));
     let console_on_endpoint = console_on.as_ref().map(|server| Endpoint::parse(&server.mcp_url(), None));
+    let console_off_endpoint = console_off.as_ref().map(|server| Endpoint::parse(&server.mcp_url(), None));
     let telemetry = needs(Target::TelemetryOff) || needs(Target::TelemetryOn);
     if telemetry {
         // The process's own subscriber is `pilotage serve`'s without
@@ -1317,6 +1328,7 @@ fn main() {
             (Target::TelemetryOff, &telemetry_off_endpoint),
             (Target::TelemetryOn, &telemetry_on_endpoint),
             (Target::ConsoleOn, &console_on_endpoint),
+            (Target::ConsoleOff, &console_off_endpoint),
         ] {
             if let Some(endpoint) = endpoint {
                 preflight(target, endpoint).await;
@@ -1329,6 +1341,7 @@ fn main() {
                 Target::TelemetryOff => telemetry_off_endpoint.as_ref(),
                 Target::TelemetryOn => telemetry_on_endpoint.as_ref(),
                 Target::ConsoleOn => console_on_endpoint.as_ref(),
+                Target::ConsoleOff => console_off_endpoint.as_ref(),
             }
             .expect("the workload's server is up");
             let scraping = match (workload.target, &metrics_url) {
@@ -1375,6 +1388,13 @@ fn main() {
     print_ratio(&figures, "validate_cached", "platform_ping", None);
     print_ratio(&figures, "telemetry_on", "telemetry_off", None);
     print_ratio(&figures, "console_on", "console_off", None);
+    print_ratio(&figures, "console_on_2", "console_off_2", None);
+    let calls = |name: &str| figures.iter().find(|figures| figures.name == name).map(|figures| figures.per_second);
+    if let (Some(on), Some(on_2), Some(off), Some(off_2)) =
+        (calls("console_on"), calls("console_on_2"), calls("console_off"), calls("console_off_2"))
+    {
+        println!("  {:<40} = {:>5.2}", "console on / off (both pairs)", (on + on_2) / (off + off_2).max(1.0));
+    }
     if let Some(cached) = figures.iter().find(|figures| figures.name == "validate_cached") {
         let [p50, p99, _] = cached.latency_micros;
         let verdict = if p99 <= 2.0 * p50 { "met" } else { "NOT MET" };
@@ -1394,9 +1414,11 @@ fn main() {
         servers.block_on(server.stop());
         let _ = std::fs::remove_dir_all(platform_data_dir("platform"));
     }
-    if let Some(server) = console_on {
-        servers.block_on(server.stop());
-        let _ = std::fs::remove_dir_all(platform_data_dir("console-on"));
+    for (server, name) in [(console_on, "console-on"), (console_off, "console-off")] {
+        if let Some(server) = server {
+            servers.block_on(server.stop());
+            let _ = std::fs::remove_dir_all(platform_data_dir(name));
+        }
     }
     if let Some(server) = telemetry_off {
         servers.block_on(server.stop());

@@ -425,6 +425,25 @@ async fn people_find_the_fired_rule_and_read_its_run_in_the_console() {
         let response = http.get(format!("{base}{path}")).header("cookie", &cookie).send().await.unwrap();
         assert_eq!(response.status(), 404, "{path}");
     }
+    // A session never outlives the credential it was opened with.
+    let brief = dev.mint("acme", "ann", &["pilotage:console".to_owned()], 2).unwrap();
+    let signed = http
+        .post(format!("{base}/console/sign-in"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("token={brief}"))
+        .send()
+        .await
+        .unwrap();
+    let brief_cookie = cookie_of(&signed);
+    let read = |cookie: String| {
+        let http = http.clone();
+        let url = format!("{base}/console/t/acme");
+        async move { http.get(url).header("cookie", cookie).send().await.unwrap().status() }
+    };
+    assert_eq!(read(brief_cookie.clone()).await, 200);
+    tokio::time::sleep(Duration::from_millis(3100)).await;
+    assert_eq!(read(brief_cookie).await, 303, "the session ended with its token");
+    assert_eq!(read(cookie.clone()).await, 200, "a longer token's session goes on");
     // A forged session is no session.
     let forged =
         http.get(format!("{base}/console/t/acme")).header("cookie", "pilotage_console=AAAA").send().await.unwrap();

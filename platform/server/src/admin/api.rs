@@ -187,10 +187,21 @@ pub(crate) enum Credential {
 /// 401 when the token is not valid; 403 when a tenant-scoped credential
 /// names no or several tenants.
 pub(crate) async fn credential(state: &AdminState, token: &str) -> Result<Credential, ApiError> {
+    credential_until(state, token).await.map(|(credential, _)| credential)
+}
+
+/// [`credential`], with when the token stops being valid (its `exp`, in
+/// ms since the epoch; `None` for the operator token and a token without
+/// one): a page's session never outlives the credential it was opened
+/// with.
+///
+/// # Errors
+/// As [`credential`].
+pub(crate) async fn credential_until(state: &AdminState, token: &str) -> Result<(Credential, Option<i64>), ApiError> {
     if let Some(operator) = &state.operator_token
         && bool::from(operator.as_bytes().ct_eq(token.as_bytes()))
     {
-        return Ok(Credential::Admin(Admin::Operator("operator".into())));
+        return Ok((Credential::Admin(Admin::Operator("operator".into())), None));
     }
     let claims = match state.auth.settings.mode {
         AuthMode::Jwt => match &state.auth.verifier {
@@ -203,24 +214,25 @@ pub(crate) async fn credential(state: &AdminState, token: &str) -> Result<Creden
         },
     }
     .map_err(|_| ApiError::unauthorized("the credential is not valid"))?;
+    let until = claims.other.get("exp").and_then(Value::as_i64).map(|exp| exp.saturating_mul(1000));
     let scopes = claims.scopes();
     let subject = claims.sub.clone().unwrap_or_default();
     if scopes.contains(ADMIN_SCOPE) {
-        return Ok(Credential::Admin(Admin::Operator(subject)));
+        return Ok((Credential::Admin(Admin::Operator(subject)), until));
     }
     let (approve, console) = (scopes.contains(APPROVE_SCOPE), scopes.contains(CONSOLE_SCOPE));
     let tenant_scoped = scopes.contains(TENANT_ADMIN_SCOPE) || approve || console;
     if !tenant_scoped {
-        return Ok(Credential::Other(subject));
+        return Ok((Credential::Other(subject), until));
     }
     let tenants = claims.tenants(&state.auth.settings.tenant_claim);
     let [tenant] = tenants.as_slice() else {
         return Err(ApiError::forbidden("a tenant-scoped credential must name exactly one tenant"));
     };
     if scopes.contains(TENANT_ADMIN_SCOPE) {
-        return Ok(Credential::Admin(Admin::TenantAdmin { tenant: tenant.clone(), subject }));
+        return Ok((Credential::Admin(Admin::TenantAdmin { tenant: tenant.clone(), subject }), until));
     }
-    Ok(Credential::Scoped { tenant: tenant.clone(), subject, approve, console })
+    Ok((Credential::Scoped { tenant: tenant.clone(), subject, approve, console }, until))
 }
 
 pub(super) async fn audit(state: &AdminState, admin: &Admin, action: &str, target: &str, detail: Value) {

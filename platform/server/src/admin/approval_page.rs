@@ -26,7 +26,7 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::api::{AdminState, Credential, credential};
+use super::api::{AdminState, Credential, credential_until};
 use crate::admin::api::Admin;
 use crate::console::web::{self, escape, urlencode};
 use crate::policy::approvals::{self, Approver, DecideError};
@@ -212,19 +212,23 @@ struct SignIn {
 }
 
 async fn sign_in(State(state): State<AdminState>, Path(id): Path<String>, Form(form): Form<SignIn>) -> Response {
-    let (tenant, subject) = match credential(&state, form.token.trim()).await {
-        Ok(Credential::Admin(Admin::Operator(who))) => (None, who),
-        Ok(Credential::Admin(Admin::TenantAdmin { tenant, subject }))
-        | Ok(Credential::Scoped { tenant, subject, approve: true, .. }) => (Some(tenant), subject),
-        Ok(Credential::Scoped { .. } | Credential::Other(_)) => {
+    let (credential, until) = match credential_until(&state, form.token.trim()).await {
+        Ok(read) => read,
+        Err(_) => return sign_in_form(&id, Some("This credential is not valid.")),
+    };
+    let (tenant, subject) = match credential {
+        Credential::Admin(Admin::Operator(who)) => (None, who),
+        Credential::Admin(Admin::TenantAdmin { tenant, subject })
+        | Credential::Scoped { tenant, subject, approve: true, .. } => (Some(tenant), subject),
+        Credential::Scoped { .. } | Credential::Other(_) => {
             return sign_in_form(&id, Some("This credential may not decide approvals (it holds no approver scope)."));
         }
-        Err(_) => return sign_in_form(&id, Some("This credential is not valid.")),
     };
     let session = Session {
         tenant,
         subject,
-        exp: pilotage_engine::clock::system_now_ms() + SESSION_S * 1000,
+        // Never longer than the credential it was opened with.
+        exp: (pilotage_engine::clock::system_now_ms() + SESSION_S * 1000).min(until.unwrap_or(i64::MAX)),
         nonce: hex::encode(rand::random::<[u8; 16]>()),
     };
     let sealed = seal(&state, "session", &serde_json::to_string(&session).unwrap_or_default());

@@ -28,6 +28,6 @@ mod runs;
 mod secrets;
 mod tenants;
 
-pub(crate) use api::{Admin, AdminLimits, AdminState, Credential, credential};
+pub(crate) use api::{Admin, AdminLimits, AdminState, Credential, credential_until};
 pub(crate) use approval_page::router as approval_page;
 pub(crate) use routes::router;

@@ -6,7 +6,7 @@
 //! `HttpOnly`, `SameSite=Lax` (a link to a Run page from a chat or a
 //! terminal opens signed in; every console route that changes anything is
 //! a POST with a CSRF token), `Path=/console`, `Secure` behind https, and
-//! lasts [`SESSION_S`] seconds.
+//! lasts [`SESSION_S`] seconds, or less when the credential expires sooner.
 
 use std::sync::Arc;
 
@@ -19,7 +19,7 @@ use axum::response::Response;
 use serde::{Deserialize, Serialize};
 
 use super::web::{self, escape, urlencode};
-use crate::admin::{Admin, AdminState, Credential, credential};
+use crate::admin::{Admin, AdminState, Credential, credential_until};
 use crate::tenancy::Tenant;
 
 /// The session cookie's name.
@@ -296,11 +296,15 @@ pub(super) async fn sign_in(State(state): State<AdminState>, Form(form): Form<Si
     // A credential pasted with its scheme ("Bearer eyJ…") reads too.
     let token = form.token.trim();
     let token = token.strip_prefix("Bearer ").or_else(|| token.strip_prefix("bearer ")).unwrap_or(token).trim();
-    let (tenant, subject) = match credential(&state, token).await {
-        Ok(Credential::Admin(Admin::Operator(who))) => (None, who),
-        Ok(Credential::Admin(Admin::TenantAdmin { tenant, subject }))
-        | Ok(Credential::Scoped { tenant, subject, console: true, .. }) => (Some(tenant), subject),
-        Ok(Credential::Scoped { .. } | Credential::Other(_)) => {
+    let (credential, until) = match credential_until(&state, token).await {
+        Ok(read) => read,
+        Err(_) => return sign_in_form(&next, Some("This credential is not valid.")),
+    };
+    let (tenant, subject) = match credential {
+        Credential::Admin(Admin::Operator(who)) => (None, who),
+        Credential::Admin(Admin::TenantAdmin { tenant, subject })
+        | Credential::Scoped { tenant, subject, console: true, .. } => (Some(tenant), subject),
+        Credential::Scoped { .. } | Credential::Other(_) => {
             return sign_in_form(
                 &next,
                 Some(
@@ -308,12 +312,12 @@ pub(super) async fn sign_in(State(state): State<AdminState>, Form(form): Form<Si
                 ),
             );
         }
-        Err(_) => return sign_in_form(&next, Some("This credential is not valid.")),
     };
     let viewer = Viewer {
         tenant,
         subject,
-        exp: pilotage_engine::clock::system_now_ms() + SESSION_S * 1000,
+        // Never longer than the credential it was opened with.
+        exp: (pilotage_engine::clock::system_now_ms() + SESSION_S * 1000).min(until.unwrap_or(i64::MAX)),
         nonce: hex::encode(rand::random::<[u8; 16]>()),
     };
     let sealed = web::seal(&state.platform, SEAL, "session", &serde_json::to_string(&viewer).unwrap_or_default());

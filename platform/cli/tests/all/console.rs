@@ -45,6 +45,24 @@ async fn count(browser: &Browser, selector: &str) -> u64 {
     browser.script(&script, vec![]).await.unwrap().as_u64().unwrap()
 }
 
+/// Posts the sign-in form as a program would: `form` is its body, `origin`
+/// an `Origin` header to send.
+async fn post_sign_in(http: &reqwest::Client, base: &str, form: String, origin: Option<&str>) -> reqwest::Response {
+    let mut request = http
+        .post(format!("{base}/console/sign-in"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form);
+    if let Some(origin) = origin {
+        request = request.header("origin", origin);
+    }
+    request.send().await.unwrap()
+}
+
+/// The session cookie (`name=value`) a sign-in answered with.
+fn cookie_of(response: &reqwest::Response) -> String {
+    response.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_owned()
+}
+
 async fn sign_in(browser: &Browser, base: &str, token: &str) {
     browser.goto(&format!("{base}/console")).await.unwrap();
     shows(browser, "h1", "Sign in").await;
@@ -181,23 +199,11 @@ async fn people_find_the_fired_rule_and_read_its_run_in_the_console() {
     assert!(!csp.contains("unsafe-inline"), "{csp}");
     assert_eq!(form.headers()["x-frame-options"], "DENY");
     // Signing in to a page elsewhere is refused: the form goes back to the console.
-    let elsewhere = http
-        .post(format!("{base}/console/sign-in"))
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(format!("token={ADMIN_TOKEN}&next=%2F%2Fevil.example%2Fconsole"))
-        .send()
-        .await
-        .unwrap();
+    let elsewhere =
+        post_sign_in(&http, &base, format!("token={ADMIN_TOKEN}&next=%2F%2Fevil.example%2Fconsole"), None).await;
     assert_eq!(elsewhere.headers()["location"], "/console");
     // A sign-in form posted from another site's page is refused.
-    let forged = http
-        .post(format!("{base}/console/sign-in"))
-        .header("origin", "https://evil.example")
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(format!("token={ADMIN_TOKEN}"))
-        .send()
-        .await
-        .unwrap();
+    let forged = post_sign_in(&http, &base, format!("token={ADMIN_TOKEN}"), Some("https://evil.example")).await;
     assert_eq!(forged.status(), 403);
     assert!(forged.headers().get("set-cookie").is_none());
 
@@ -405,17 +411,9 @@ async fn people_find_the_fired_rule_and_read_its_run_in_the_console() {
     }
     assert!(answers.windows(2).all(|pair| pair[0] == pair[1]), "{answers:?}");
     reader.close().await.unwrap();
-    let cookie_of = |response: &reqwest::Response| {
-        response.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_owned()
-    };
-    let signed = http
-        .post(format!("{base}/console/sign-in"))
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(format!("token={}", token("acme", "ann", "pilotage:console")))
-        .send()
-        .await
-        .unwrap();
-    let cookie = cookie_of(&signed);
+    let cookie = cookie_of(
+        &post_sign_in(&http, &base, format!("token={}", token("acme", "ann", "pilotage:console")), None).await,
+    );
     let statuses = [
         format!("/console/t/demo/runs/{run_id}"),
         "/console/t/nope".to_owned(),
@@ -427,14 +425,7 @@ async fn people_find_the_fired_rule_and_read_its_run_in_the_console() {
     }
     // A session never outlives the credential it was opened with.
     let brief = dev.mint("acme", "ann", &["pilotage:console".to_owned()], 2).unwrap();
-    let signed = http
-        .post(format!("{base}/console/sign-in"))
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(format!("token={brief}"))
-        .send()
-        .await
-        .unwrap();
-    let brief_cookie = cookie_of(&signed);
+    let brief_cookie = cookie_of(&post_sign_in(&http, &base, format!("token={brief}"), None).await);
     let read = |cookie: String| {
         let http = http.clone();
         let url = format!("{base}/console/t/acme");

@@ -33,6 +33,7 @@ use serde_json::{Value, json};
 
 use super::session_binding::OpensSession;
 use super::task_form::{self, Answer};
+use crate::mcp::arguments::EdgeArguments;
 use crate::mcp::tasks_2025::Form2025;
 use pilotage_protocol::jsonrpc;
 
@@ -119,8 +120,8 @@ pub(crate) async fn compat(State(settings): State<Compat>, request: Request, nex
         }
     };
     let removed = removed_methods(&parts.headers);
-    let mut message = match classify_body(&bytes, removed) {
-        Ok(message) => message,
+    let Classified { mut message, arguments } = match classify_body(&bytes, removed) {
+        Ok(classified) => classified,
         Err(error) => {
             // A method the request's revision removed is 404 on HTTP.
             let status = if error.code == METHOD_NOT_FOUND { StatusCode::NOT_FOUND } else { StatusCode::BAD_REQUEST };
@@ -134,7 +135,12 @@ pub(crate) async fn compat(State(settings): State<Compat>, request: Request, nex
     if plan.mark {
         parts.extensions.insert(Form2025 { deadline: tokio::time::Instant::now() + settings.timeout });
     }
-    let bytes = if plan.rewritten { Bytes::from(message.value.to_string()) } else { bytes };
+    // A tools/call whose arguments were taken out goes on without them (a
+    // small envelope to serialize); the handler reads them from here.
+    let bytes = if plan.rewritten || arguments.is_some() { Bytes::from(message.value.to_string()) } else { bytes };
+    if let Some(arguments) = arguments {
+        parts.extensions.insert(EdgeArguments(std::sync::Arc::new(arguments)));
+    }
     let id = message.id.clone();
     let id_for_errors = id.clone();
     parts.headers.insert(header::ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
@@ -284,7 +290,7 @@ const TYPED_METHODS: &[&str] = {
 /// plain-text answer reaches it (Part III §7.1): a call to an MCP method
 /// whose params do not fit the method is -32602; a response that does not
 /// fit rmcp's type is -32600.
-fn classify_body(bytes: &[u8], removed: &[&str]) -> Result<jsonrpc::Message, jsonrpc::EdgeError> {
+fn classify_body(bytes: &[u8], removed: &[&str]) -> Result<Classified, jsonrpc::EdgeError> {
     let mut message = jsonrpc::classify(bytes)?;
     if let Some(method) = message.value.get("method").and_then(Value::as_str).filter(|m| removed.contains(m)) {
         return Err(jsonrpc::EdgeError {
@@ -294,10 +300,11 @@ fn classify_body(bytes: &[u8], removed: &[&str]) -> Result<jsonrpc::Message, jso
         });
     }
     // A tool's arguments are the bulk of a tools/call (a whole program, for
-    // the loop tools), and rmcp's type takes any object there: the typed
-    // check sees an empty object in their place, so it does not copy the
-    // program through serde's buffering of rmcp's untagged enums. The
-    // arguments are put back whatever the outcome.
+    // the loop tools), and rmcp's type takes any object there: they are
+    // taken out, leaving an empty object, so neither the typed check nor
+    // rmcp itself copies the program through serde's buffering of rmcp's
+    // untagged enums; the handler gets them as parsed here
+    // (`EdgeArguments`).
     let is_call = message.value.get("method").and_then(Value::as_str) == Some("tools/call");
     let arguments = message
         .value
@@ -307,13 +314,22 @@ fn classify_body(bytes: &[u8], removed: &[&str]) -> Result<jsonrpc::Message, jso
         .and_then(|params| params.get_mut("arguments"))
         .filter(|arguments| arguments.is_object())
         .map(|arguments| std::mem::replace(arguments, Value::Object(serde_json::Map::new())));
-    let checked = fits_mcp(&message);
-    if let Some(arguments) = arguments
-        && let Some(slot) = message.value.get_mut("params").and_then(|params| params.get_mut("arguments"))
-    {
-        *slot = arguments;
-    }
-    checked.map(|()| message)
+    fits_mcp(&message)?;
+    let arguments = match arguments {
+        Some(Value::Object(arguments)) => Some(arguments),
+        _ => None,
+    };
+    Ok(Classified { message, arguments })
+}
+
+/// A body [`classify_body`] accepted.
+#[derive(Debug)]
+struct Classified {
+    /// The message, with an empty object in place of a tools/call's
+    /// arguments when they were an object.
+    message: jsonrpc::Message,
+    /// Those arguments.
+    arguments: Option<serde_json::Map<String, Value>>,
 }
 
 /// JSON-RPC "Method not found".
@@ -342,9 +358,47 @@ fn removed_methods(headers: &axum::http::HeaderMap) -> &'static [&'static str] {
     }
 }
 
+/// Whether `message` is a request of the shapes agents send most (a
+/// `tools/call` naming its tool, a `ping`), whose params rmcp's type takes
+/// whatever their values: only `name` (a string), `arguments` and `_meta`
+/// (objects), or only `_meta` for a ping. Those skip [`fits_mcp`]'s typed
+/// pass, which costs more than the rest of the edge for a small message;
+/// a unit test holds that each shape passed here also fits rmcp's type.
+fn surely_fits(message: &jsonrpc::Message) -> bool {
+    let Some(object) = message.value.as_object() else { return false };
+    if message.kind != jsonrpc::MessageKind::Request {
+        return false;
+    }
+    let params = match object.get("params") {
+        None => None,
+        Some(Value::Object(params)) => Some(params),
+        Some(_) => return false,
+    };
+    let is_object = |key: &str| params.and_then(|params| params.get(key)).is_none_or(Value::is_object);
+    match object.get("method").and_then(Value::as_str) {
+        Some("ping") => params.is_none_or(|params| params.keys().all(|key| key == "_meta")) && is_object("_meta"),
+        Some("tools/call") => {
+            params.is_some_and(|params| {
+                params.get("name").is_some_and(Value::is_string)
+                    && params.keys().all(|key| matches!(key.as_str(), "name" | "arguments" | "_meta"))
+            }) && is_object("arguments")
+                && is_object("_meta")
+        }
+        _ => false,
+    }
+}
+
 /// rmcp's own message type over an accepted JSON-RPC message (see
 /// [`classify_body`]).
 fn fits_mcp(message: &jsonrpc::Message) -> Result<(), jsonrpc::EdgeError> {
+    if surely_fits(message) {
+        return Ok(());
+    }
+    fits_typed(message)
+}
+
+/// [`fits_mcp`]'s typed pass.
+fn fits_typed(message: &jsonrpc::Message) -> Result<(), jsonrpc::EdgeError> {
     use rmcp::model::{ClientJsonRpcMessage, ClientNotification, ClientRequest};
     let invalid_params = |method: &str| jsonrpc::EdgeError {
         code: jsonrpc::INVALID_PARAMS,
@@ -491,18 +545,84 @@ mod tests {
         }
     }
 
-    /// The typed check of a tools/call sees an empty object in place of the
-    /// arguments (see `classify_body`); the accepted message still carries
-    /// them exactly as sent.
+    /// A tools/call's object of arguments is taken out whole, exactly as
+    /// sent, and the message goes on with an empty object in its place; any
+    /// other arguments stay where they are (see `classify_body`).
     #[test]
-    fn a_tool_call_keeps_its_arguments() {
+    fn a_tool_call_gives_up_its_arguments_whole() {
         let arguments =
             json!({"workflow": {"steps": [{"id": "a", "kind": "set", "value": [1, {"b": null}]}]}, "n": 1.5});
         let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
-                          "params": {"name": "validate_workflow", "arguments": arguments}});
-        let message = classify_body(body.to_string().as_bytes(), &[]).unwrap();
-        assert_eq!(message.value, body);
-        assert_eq!(message.id, json!(9));
+                          "params": {"name": "validate_workflow", "arguments": arguments, "_meta": {"k": 1}}});
+        let classified = classify_body(body.to_string().as_bytes(), &[]).unwrap();
+        assert_eq!(classified.arguments.map(Value::Object), Some(arguments));
+        let mut left = body.clone();
+        left["params"]["arguments"] = json!({});
+        assert_eq!(classified.message.value, left);
+        assert_eq!(classified.message.id, json!(9));
+        // No arguments, or arguments of another method: nothing taken.
+        for body in [
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "x"}}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "x", "arguments": null}}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "prompts/get", "params": {"name": "x", "arguments": {"a": "b"}}}),
+        ] {
+            let classified = classify_body(body.to_string().as_bytes(), &[]).unwrap();
+            assert!(classified.arguments.is_none(), "{body}");
+            assert_eq!(classified.message.value, body);
+        }
+    }
+
+    /// Every shape the fast path passes fits rmcp's type, and the fast
+    /// path passes the common ones; over every combination of members and
+    /// member types of a ping's and a tool call's params.
+    #[test]
+    fn what_surely_fits_fits_rmcps_type() {
+        let values =
+            [json!(null), json!(3), json!("s"), json!([1]), json!({}), json!({"progressToken": true, "k": [{}]})];
+        let members = ["name", "arguments", "_meta", "task", "other"];
+        let mut passed = 0;
+        for method in ["ping", "tools/call"] {
+            for id in [json!(1), json!("a")] {
+                // Each member absent or of each type: 7^5 combinations.
+                let mut choice = [0usize; 5];
+                loop {
+                    let mut params = serde_json::Map::new();
+                    for (member, &chosen) in members.iter().zip(&choice) {
+                        if chosen > 0 {
+                            params.insert((*member).to_owned(), values[chosen - 1].clone());
+                        }
+                    }
+                    for params in [Some(Value::Object(params)), None] {
+                        let mut message = json!({"jsonrpc": "2.0", "id": id, "method": method});
+                        if let Some(params) = params {
+                            message["params"] = params;
+                        }
+                        let message = jsonrpc::classify(message.to_string().as_bytes()).unwrap();
+                        if surely_fits(&message) {
+                            passed += 1;
+                            assert!(fits_typed(&message).is_ok(), "{}", message.value);
+                        }
+                    }
+                    let Some(at) = choice.iter().position(|&chosen| chosen < values.len()) else { break };
+                    choice[at] += 1;
+                    for earlier in &mut choice[..at] {
+                        *earlier = 0;
+                    }
+                }
+            }
+        }
+        assert!(passed > 50, "{passed}");
+        for common in [
+            json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "x", "arguments": {}}}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                   "params": {"name": "x", "arguments": {}, "_meta": {"progressToken": 1}}}),
+        ] {
+            assert!(surely_fits(&jsonrpc::classify(common.to_string().as_bytes()).unwrap()), "{common}");
+        }
+        // Not a request: the typed pass decides.
+        let notification = jsonrpc::classify(br#"{"jsonrpc":"2.0","method":"ping"}"#).unwrap();
+        assert!(!surely_fits(&notification));
     }
 
     #[test]

@@ -26,6 +26,25 @@ use std::sync::{Arc, LazyLock, Mutex};
 
 use serde_json::Value;
 
+/// The arguments of one `tools/call`, taken out of the request by the HTTP
+/// edge (`http::compat`), which parses each body once: rmcp is handed the
+/// message with an empty object in their place, so it never parses the
+/// program again (issue: performance, round two), and `call_tool` takes
+/// them from here. Absent on stdio, and for arguments that are not an
+/// object (those stay in the message, where rmcp's type refuses them).
+///
+/// Travels in the request's HTTP `Parts` extensions, which rmcp hands to
+/// the handler with the request it belongs to and no other.
+#[derive(Clone, Debug)]
+pub(crate) struct EdgeArguments(pub(crate) Arc<serde_json::Map<String, Value>>);
+
+impl EdgeArguments {
+    /// The arguments, moved out when nothing else holds them.
+    pub(crate) fn into_map(self) -> serde_json::Map<String, Value> {
+        Arc::try_unwrap(self.0).unwrap_or_else(|shared| (*shared).clone())
+    }
+}
+
 /// Compiled validators by a key that determines the schema (see
 /// [`check_keyed`]). Tool schemas are few and fixed per Language, so
 /// compiling each once keeps the check to a walk of the arguments.

@@ -309,7 +309,13 @@ impl ServerHandler for PilotageServer {
             .and_then(|capabilities| capabilities.elicitation)
             .is_some_and(|elicitation| elicitation.url.is_some());
         let (input_responses, request_state) = (request.input_responses.clone(), request.request_state.clone());
-        let extensions = context.extensions;
+        let mut extensions = context.extensions;
+        // Over HTTP the edge has parsed the arguments and left rmcp an
+        // empty object in their place (`arguments::EdgeArguments`).
+        let edge_arguments = extensions
+            .get_mut::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.remove::<arguments::EdgeArguments>())
+            .map(arguments::EdgeArguments::into_map);
         let context = self.context(&extensions)?;
         let resolution = extensions.get::<ToolResolution>();
         let role = tools::role_of(&context.tenant, &request.name);
@@ -344,7 +350,7 @@ impl ServerHandler for PilotageServer {
                 None,
             ));
         }
-        let args = Value::Object(request.arguments.unwrap_or_default());
+        let args = Value::Object(edge_arguments.or(request.arguments).unwrap_or_default());
         // A violation of the tool's own inputSchema is structural: a
         // carrier error before anything runs (Part III §7.1, §4.6).
         let key = tools::input_schema_key(&role);

@@ -161,9 +161,17 @@ pub(crate) fn app(
     // never reaches rmcp), then the compatibility layer, then the session
     // binding (which needs the principal, and reads the body compat has
     // already bounded).
+    // Each middleware layer clones the service below it for every request;
+    // behind an `Arc` that is a pointer copy, not a copy of rmcp's
+    // configuration (its allowed hosts) five times over.
+    let mcp = Arc::new(mcp);
+    let serve = move |request: axum::extract::Request| {
+        let mcp = mcp.clone();
+        async move { mcp.handle(request).await.map(axum::body::Body::new) }
+    };
     let mcp_routes = Router::new()
-        .route_service("/mcp", mcp.clone())
-        .route_service("/t/{tenant}/mcp", mcp)
+        .route("/mcp", axum::routing::any(serve.clone()))
+        .route("/t/{tenant}/mcp", axum::routing::any(serve))
         .layer(axum::middleware::from_fn_with_state(binding, session_binding::session_binding))
         .layer(axum::middleware::from_fn_with_state(compat, compat::compat))
         .layer(axum::middleware::from_fn_with_state(auth.clone(), require_principal))

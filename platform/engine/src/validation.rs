@@ -83,6 +83,43 @@ impl Program {
     pub fn text(&self) -> &str {
         &self.text
     }
+
+    /// The SHA-256 of this program's text: what a cache of validation
+    /// results keys it by (Part IV §6).
+    pub fn digest(&self) -> [u8; 32] {
+        use sha2::{Digest, Sha256};
+        Sha256::digest(self.text.as_bytes()).into()
+    }
+
+    /// The SHA-256 of the text [`Program::from_argument`] would build from
+    /// `value` for a Language of `kind`, equal to that program's
+    /// [`Program::digest`], without building the text: the JSON is written
+    /// straight into the hash. A validation cache asks this first, so a
+    /// hit never builds the program (issue: performance, round two). No
+    /// bound is checked: a hit is a program that passed them on its miss.
+    pub fn digest_of_argument(kind: ProgramKind, value: &Value) -> [u8; 32] {
+        use sha2::{Digest, Sha256};
+        /// The hash as an `io::Write`, for serde_json's writer.
+        struct Hashing(Sha256);
+        impl std::io::Write for Hashing {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                self.0.update(bytes);
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        match (kind, value) {
+            (ProgramKind::Text, Value::String(text)) => Sha256::digest(text.as_bytes()).into(),
+            _ => {
+                let mut hashing = Hashing(Sha256::new());
+                // Writing a `Value` into a sink that never fails cannot fail.
+                let _ = serde_json::to_writer(&mut hashing, value);
+                hashing.0.finalize().into()
+            }
+        }
+    }
 }
 
 /// Nesting depth of a JSON value (a scalar is depth 0), computed without
@@ -362,6 +399,31 @@ mod tests {
         assert_eq!(json_depth(&deep), 100);
         let text = format!("{}0{}", "[".repeat(200), "]".repeat(200));
         assert!(serde_json::from_str::<Value>(&text).is_err());
+    }
+
+    /// The digest a cache asks first is the digest of the very text the
+    /// program is built with, for every kind and shape of argument; other
+    /// programs differ.
+    #[test]
+    fn the_digest_of_an_argument_is_the_digest_of_its_program() {
+        let arguments = [
+            json!({"steps": [{"id": "a", "value": [1, -2.5e-7, null, true, "é\"\n\u{1}"]}], "k": {}}),
+            json!("SELECT 1 -- é"),
+            json!(""),
+            json!([]),
+            json!(12345678901234567890u64),
+        ];
+        let mut seen = std::collections::HashSet::new();
+        for value in &arguments {
+            for kind in [ProgramKind::Json, ProgramKind::Text] {
+                let program = Program::from_argument(kind, value, 1 << 20, 64).unwrap();
+                assert_eq!(Program::digest_of_argument(kind, value), program.digest(), "{kind:?} {value}");
+                seen.insert(program.digest());
+            }
+        }
+        // A string is its own text for a text Language and a JSON string
+        // for a JSON one; the rest are the same JSON either way.
+        assert_eq!(seen.len(), arguments.len() + 2);
     }
 
     #[test]

@@ -120,7 +120,7 @@ impl TenantInvoker {
         let key = ValidationCache::key(
             &self.tenant.id,
             component.sha256(),
-            program_text.text(),
+            &program_text.digest(),
             snapshot.catalog_version(),
             None,
         );

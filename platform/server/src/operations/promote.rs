@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::validate::{program_argument, validated};
+use super::validate::{program_argument, validation_of};
 use super::{Context, OpError, request_error};
 use crate::invocation::promotion::{PromotedProgram, baseline, program_ref};
 use crate::tenancy::LanguageSlot;
@@ -53,7 +53,7 @@ pub(crate) async fn promote(context: &Context, slot: &Arc<LanguageSlot>, args: &
     let text = |name: &str| args.get(name).and_then(Value::as_str).map(str::to_owned);
     let language = slot.entry.name.clone();
     let snapshot = context.tenant.snapshot(&context.caller.principal, &language);
-    let (_, result) = validated(context, slot, &program, None, &snapshot).await?;
+    let result = validation_of(context, slot, &program, None, &snapshot).await?;
     if !result.response.valid {
         return Ok(serde_json::to_value(&result.response).unwrap_or(Value::Null));
     }

@@ -41,6 +41,46 @@ pub(crate) async fn validated(
     context_value: Option<&Value>,
     snapshot: &CatalogSnapshot,
 ) -> Result<(Program, Arc<Validated>), OpError> {
+    let (built, result) = observed(context, slot, program, context_value, snapshot).await?;
+    let program = match built {
+        Some(built) => built,
+        // A cache hit built nothing; execute and firings run the program.
+        None => build(slot, context, program)?,
+    };
+    Ok((program, result))
+}
+
+/// The program from its argument, within the engine's bounds.
+fn build(slot: &LanguageSlot, context: &Context, program: &Value) -> Result<Program, OpError> {
+    let bounds = context.platform.engine().bounds();
+    Program::from_argument(slot.description().program_kind, program, bounds.program_bytes, bounds.nesting_depth)
+        .map_err(failure_to_error)
+}
+
+/// [`validated`] for a caller that needs only the result: a cache hit
+/// never builds the program's text (Part IV §6).
+///
+/// # Errors
+/// As [`validated`].
+pub(crate) async fn validation_of(
+    context: &Context,
+    slot: &Arc<LanguageSlot>,
+    program: &Value,
+    context_value: Option<&Value>,
+    snapshot: &CatalogSnapshot,
+) -> Result<Arc<Validated>, OpError> {
+    Ok(observed(context, slot, program, context_value, snapshot).await?.1)
+}
+
+/// A validation in its span, counted; the program when it was built (on
+/// a cache miss).
+async fn observed(
+    context: &Context,
+    slot: &Arc<LanguageSlot>,
+    program: &Value,
+    context_value: Option<&Value>,
+    snapshot: &CatalogSnapshot,
+) -> Result<(Option<Program>, Arc<Validated>), OpError> {
     let language = &slot.entry.name;
     let span = tracing::debug_span!(
         "pilotage.validate",
@@ -71,15 +111,12 @@ async fn validated_in_span(
     program: &Value,
     context_value: Option<&Value>,
     snapshot: &CatalogSnapshot,
-) -> Result<(Program, Arc<Validated>), OpError> {
-    let bounds = context.platform.engine().bounds();
-    let description = slot.description();
-    let program = Program::from_argument(description.program_kind, program, bounds.program_bytes, bounds.nesting_depth)
-        .map_err(failure_to_error)?;
+) -> Result<(Option<Program>, Arc<Validated>), OpError> {
+    let kind = slot.description().program_kind;
     let key = ValidationCache::key(
         &context.tenant.id,
         slot.component.sha256(),
-        program.text(),
+        &Program::digest_of_argument(kind, program),
         snapshot.catalog_version(),
         context_value,
     );
@@ -88,8 +125,11 @@ async fn validated_in_span(
     if let Some(hit) = context.platform.validations().get(&key) {
         metrics.validation_cache(true);
         span.record("pilotage.cache", "hit");
-        return Ok((program, hit));
+        return Ok((None, hit));
     }
+    // A program beyond the bounds is refused before it counts as a miss,
+    // as before the cache was asked.
+    let program = build(slot, context, program)?;
     metrics.validation_cache(false);
     span.record("pilotage.cache", "miss");
     let component = slot.component.clone();
@@ -104,7 +144,7 @@ async fn validated_in_span(
     .map_err(failure_to_error)?;
     let result = Arc::new(result);
     context.platform.validations().put(key, result.clone());
-    Ok((program, result))
+    Ok((Some(program), result))
 }
 
 fn failure_to_error(failure: ValidationFailure) -> OpError {
@@ -130,6 +170,5 @@ pub(crate) async fn validate(
     let program = program_argument(slot, args)?;
     let snapshot = context.tenant.snapshot(&context.caller.principal, &slot.entry.name);
     pilotage_telemetry::spans::record_catalog_version(snapshot.catalog_version());
-    let (_, result) = validated(context, slot, program, args.get("context"), &snapshot).await?;
-    Ok(result)
+    validation_of(context, slot, program, args.get("context"), &snapshot).await
 }

@@ -26,19 +26,22 @@ impl ValidationCache {
         ValidationCache { entries: Mutex::new((HashMap::new(), VecDeque::new())), capacity }
     }
 
-    /// The cache key.
+    /// The cache key: a hex SHA-256 over the tenant, the component's
+    /// SHA-256, the program's digest (`Program::digest`, or
+    /// `Program::digest_of_argument` before the program is built), the
+    /// catalog version and the context's canonical JSON.
     pub fn key(
         tenant: &str,
         component: &str,
-        program: &str,
+        program: &[u8; 32],
         catalog_version: &str,
         context: Option<&serde_json::Value>,
     ) -> String {
         use sha2::{Digest, Sha256};
         let mut hasher = Sha256::new();
-        for part in [tenant, component, program, catalog_version] {
+        for part in [tenant.as_bytes(), component.as_bytes(), program, catalog_version.as_bytes()] {
             hasher.update((part.len() as u64).to_le_bytes());
-            hasher.update(part.as_bytes());
+            hasher.update(part);
         }
         let context = context.map(pilotage_engine::catalog::version::canonical_json).unwrap_or_default();
         hasher.update(context.as_bytes());

@@ -91,7 +91,44 @@ async fn observed(
         pilotage.valid = tracing::field::Empty,
     );
     let metrics = context.platform.engine().metrics();
-    let result = validated_in_span(context, slot, program, context_value, snapshot).instrument(span.clone()).await;
+    let result = async {
+        let kind = slot.description().program_kind;
+        let key = ValidationCache::key(
+            &context.tenant.id,
+            slot.component.sha256(),
+            &Program::digest_of_argument(kind, program),
+            snapshot.catalog_version(),
+            context_value,
+        );
+        let span = tracing::Span::current();
+        if let Some(hit) = context.platform.validations().get(&key) {
+            metrics.validation_cache(true);
+            span.record("pilotage.cache", "hit");
+            return Ok((None, hit));
+        }
+        // A program beyond the bounds is refused before it counts as a miss,
+        // as before the cache was asked.
+        let program = build(slot, context, program)?;
+        metrics.validation_cache(false);
+        span.record("pilotage.cache", "miss");
+        let component = slot.component.clone();
+        let task_program = program.clone();
+        let task_context = context_value.cloned();
+        let task_snapshot = snapshot.clone();
+        let result = tokio::task::spawn_blocking(move || {
+            span.in_scope(|| validation::validate(&component, &task_program, task_context.as_ref(), &task_snapshot))
+        })
+        .await
+        .map_err(|error| {
+            request_error(RequestErrorKind::Internal, format!("the validator stopped unexpectedly: {error}"))
+        })?
+        .map_err(failure_to_error)?;
+        let result = Arc::new(result);
+        context.platform.validations().put(key, result.clone());
+        Ok((Some(program), result))
+    }
+    .instrument(span.clone())
+    .await;
     let counted = match &result {
         Ok((_, validated)) if validated.response.valid => ValidationResult::Valid,
         Ok(_) => ValidationResult::Invalid,
@@ -103,48 +140,6 @@ async fn observed(
     metrics.validation(language, counted);
     span.record("pilotage.valid", counted == ValidationResult::Valid);
     result
-}
-
-async fn validated_in_span(
-    context: &Context,
-    slot: &Arc<LanguageSlot>,
-    program: &Value,
-    context_value: Option<&Value>,
-    snapshot: &CatalogSnapshot,
-) -> Result<(Option<Program>, Arc<Validated>), OpError> {
-    let kind = slot.description().program_kind;
-    let key = ValidationCache::key(
-        &context.tenant.id,
-        slot.component.sha256(),
-        &Program::digest_of_argument(kind, program),
-        snapshot.catalog_version(),
-        context_value,
-    );
-    let metrics = context.platform.engine().metrics();
-    let span = tracing::Span::current();
-    if let Some(hit) = context.platform.validations().get(&key) {
-        metrics.validation_cache(true);
-        span.record("pilotage.cache", "hit");
-        return Ok((None, hit));
-    }
-    // A program beyond the bounds is refused before it counts as a miss,
-    // as before the cache was asked.
-    let program = build(slot, context, program)?;
-    metrics.validation_cache(false);
-    span.record("pilotage.cache", "miss");
-    let component = slot.component.clone();
-    let task_program = program.clone();
-    let task_context = context_value.cloned();
-    let task_snapshot = snapshot.clone();
-    let result = tokio::task::spawn_blocking(move || {
-        span.in_scope(|| validation::validate(&component, &task_program, task_context.as_ref(), &task_snapshot))
-    })
-    .await
-    .map_err(|error| request_error(RequestErrorKind::Internal, format!("the validator stopped unexpectedly: {error}")))?
-    .map_err(failure_to_error)?;
-    let result = Arc::new(result);
-    context.platform.validations().put(key, result.clone());
-    Ok((Some(program), result))
 }
 
 fn failure_to_error(failure: ValidationFailure) -> OpError {

@@ -284,7 +284,10 @@ impl Effects for RunEffects {
                 format!("'{entry_id}' is not part of the validated program"),
             );
         }
-        let Some(entry) = self.catalog.get(entry_id).cloned() else {
+        // The snapshot shares its entries: holding a clone of it lends the
+        // entry without copying its schemas.
+        let catalog = self.catalog.clone();
+        let Some(entry) = catalog.get(entry_id) else {
             return self.refuse(Violation::NotVisible(entry_id.to_owned()), format!("'{entry_id}' does not exist"));
         };
         let count = self.record.lock().map(|r| r.invocations.len()).unwrap_or(0) as u32;
@@ -298,7 +301,7 @@ impl Effects for RunEffects {
         // its label and its hints, whatever the component does: the host
         // answers in its place. Test runs' freedom from side effects must
         // not rest on one field an operator may have got wrong.
-        if self.test_run && !performs_in_test_run(&entry) {
+        if self.test_run && !performs_in_test_run(entry) {
             let parsed_input = serde_json::from_str(input).unwrap_or(Value::Null);
             if let Ok(mut record) = self.record.lock() {
                 record.invocations.push(Invocation {
@@ -315,7 +318,10 @@ impl Effects for RunEffects {
         let span = spans::invocation_span(step_id, entry_id, &entry.kind);
         let _entered = span.enter();
         let started = Instant::now();
+        // The input as the trace records it (null when it is not JSON).
+        let mut parsed_input = Value::Null;
         let result = if input.len() as u64 > self.max_bytes {
+            parsed_input = serde_json::from_str(input).unwrap_or(Value::Null);
             Err(InvokeError::Bound(format!(
                 "the input is {} bytes; the bound is {} bytes",
                 input.len(),
@@ -323,16 +329,26 @@ impl Effects for RunEffects {
             )))
         } else {
             match serde_json::from_str::<Value>(input) {
-                Ok(input) => self.invoker.invoke(&entry, &input),
+                Ok(value) => {
+                    let output = self.invoker.invoke(entry, &value);
+                    parsed_input = value;
+                    output
+                }
                 Err(error) => Err(InvokeError::Input(error.to_string())),
             }
         };
+        // The output's text is both its measured size and what the
+        // component gets back: serialized once.
         let result = result.and_then(|output| {
-            let size = output.to_string().len() as u64;
-            if size > self.max_bytes {
-                Err(InvokeError::Bound(format!("the output is {size} bytes; the bound is {} bytes", self.max_bytes)))
+            let text = output.to_string();
+            if text.len() as u64 > self.max_bytes {
+                Err(InvokeError::Bound(format!(
+                    "the output is {} bytes; the bound is {} bytes",
+                    text.len(),
+                    self.max_bytes
+                )))
             } else {
-                Ok(output)
+                Ok((output, text))
             }
         });
         let elapsed = started.elapsed();
@@ -341,7 +357,13 @@ impl Effects for RunEffects {
             spans::record_failure(&span, "invocation_failed");
         }
         let t_ms = elapsed.as_millis() as u64;
-        let parsed_input = serde_json::from_str(input).unwrap_or(Value::Null);
+        let (recorded, answer) = match result {
+            Ok((output, text)) => (Ok(output), Ok(text)),
+            Err(error) => {
+                let message = error.to_string();
+                (Err(error), Err(InvokeRefusal::Failed(message)))
+            }
+        };
         let past_deadline = self.deadline.is_some_and(|deadline| Instant::now() >= deadline);
         if let Ok(mut record) = self.record.lock() {
             if past_deadline && record.invoked_past_deadline.is_none() {
@@ -351,12 +373,12 @@ impl Effects for RunEffects {
                 step_id: step_id.to_owned(),
                 entry_id: entry_id.to_owned(),
                 input: parsed_input,
-                result: result.clone(),
+                result: recorded,
                 t_ms,
                 simulated: false,
             });
         }
-        result.map(|output| output.to_string()).map_err(|error| InvokeRefusal::Failed(error.to_string()))
+        answer
     }
 
     fn sql_query(&mut self, step_id: &str, statement: &str, params: &str) -> Result<SqlResult, InvokeRefusal> {

@@ -78,8 +78,9 @@ impl Context {
 /// # Errors
 /// [`OpError::Structural`] with serde's message.
 pub fn arguments<T: DeserializeOwned>(arguments: &Value) -> Result<T, OpError> {
-    serde_json::from_value(arguments.clone())
-        .map_err(|error| OpError::Structural(format!("invalid arguments: {error}")))
+    // Read through the reference: members `T` ignores (an execute's whole
+    // program) are skipped, not copied.
+    T::deserialize(arguments).map_err(|error| OpError::Structural(format!("invalid arguments: {error}")))
 }
 
 /// Members present in `arguments` other than `allowed`.

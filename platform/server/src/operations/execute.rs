@@ -84,8 +84,8 @@ pub(crate) fn new_run_id() -> String {
     format!("run_{}", hex::encode(rand::random::<[u8; 12]>()))
 }
 
-enum Runnable {
-    Inline(Value),
+enum Runnable<'a> {
+    Inline(&'a Value),
     Promoted(Arc<PromotedProgram>),
 }
 
@@ -156,7 +156,7 @@ pub(crate) async fn execute_with(
     let declares = |capability| map.as_ref().is_some_and(|m| m.declares(capability));
 
     // 1. Well-formedness.
-    let program = raw.get(&description.program_argument).cloned();
+    let program = raw.get(&description.program_argument);
     let runnable = match (program, &args.program_ref) {
         (Some(_), Some(_)) => {
             return Err(request_error(
@@ -339,7 +339,7 @@ pub(crate) async fn execute_with(
 
     // 3. Revalidation, or the promotion baseline.
     let (program_value, promoted_entry) = match &runnable {
-        Runnable::Inline(program) => (program.clone(), None),
+        Runnable::Inline(program) => (*program, None),
         Runnable::Promoted(program) => {
             let changed = drifted(program, &snapshot);
             if !changed.is_empty() {
@@ -352,10 +352,10 @@ pub(crate) async fn execute_with(
                     None,
                 ));
             }
-            (program.body.clone(), snapshot.get(&program.program_ref).cloned())
+            (&program.body, snapshot.get(&program.program_ref).cloned())
         }
     };
-    let (program, validated) = validated(context, slot, &program_value, args.context.as_ref(), &snapshot).await?;
+    let (program, validated) = validated(context, slot, program_value, args.context.as_ref(), &snapshot).await?;
     if !validated.response.valid {
         if promoted_entry.is_some() {
             return Ok(refused(
@@ -433,7 +433,7 @@ pub(crate) async fn execute_with(
         subject: &context.caller.principal.subject,
         language: &language,
         program: match &runnable {
-            Runnable::Inline(program) => Some(program),
+            Runnable::Inline(program) => Some(*program),
             Runnable::Promoted(_) => None,
         },
         program_ref: args.program_ref.as_deref(),

@@ -30,6 +30,11 @@
 //!   ratios, execute stored ÷ unstored is measured again once
 //!   `PILOTAGE_BENCH_STORED_RUNS` (20,000) more runs are stored.
 //!
+//! Then where a single-client execute's time goes (`execute_breakdown`):
+//! the platform's own histograms, on for that loop only, split the mean
+//! execute into the server's handling, the `bind_input` and execution
+//! component calls, and the three HTTP invocations inside the latter.
+//!
 //! The ratio figures (validate ÷ manifest, execute ÷ manifest) come from an
 //! interleaved loop on the same server and connection, so every kind of
 //! call sees the same conditions; min/p10/median/p90/max are printed.
@@ -286,6 +291,64 @@ async fn interleaved_ratios(
     );
 }
 
+/// The sum and count of the Prometheus histogram `name` over the series
+/// whose labels contain every one of `labels` (`key="value"`), read from
+/// the platform's exposition text.
+fn histogram(text: &str, name: &str, labels: &[&str]) -> (f64, f64) {
+    let read = |suffix: &str| -> f64 {
+        let series = format!("{name}_{suffix}");
+        text.lines()
+            .filter(|line| line.starts_with(&series))
+            .filter(|line| labels.iter().all(|label| line.contains(label)))
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    (read("sum"), read("count"))
+}
+
+/// Where one single-client execute's time goes: `CALLS` unstored executes
+/// (validation answered by the cache), with the platform's own metrics on
+/// for the loop only, which time every MCP request, component call and
+/// invocation where it happens. Printed as means per execute, in µs:
+/// what the client waited, the server's handling of the request, the
+/// `bind_input` call (a validation-kind component call, the only one when
+/// the cache answers), the execution call and, inside it, the three HTTP
+/// invocations; the rest of the server's time is the platform's own code
+/// and the hand-offs to the blocking threads the component calls run on.
+async fn execute_breakdown(server: &Server, connection: &Connection) {
+    const CALLS: usize = 400;
+    let metrics = server.platform.engine().metrics();
+    metrics.set_enabled(true);
+    let before = metrics.encode();
+    let started = Instant::now();
+    for _ in 0..CALLS {
+        black_box(tool(connection, "run_workflow", execute_args(Some(false))).await);
+    }
+    let waited = started.elapsed();
+    let after = metrics.encode();
+    metrics.set_enabled(false);
+    let per_execute = |name: &str, labels: &[&str]| {
+        let (sum_before, count_before) = histogram(&before, name, labels);
+        let (sum_after, count_after) = histogram(&after, name, labels);
+        ((sum_after - sum_before) * 1e6 / CALLS as f64, (count_after - count_before) / CALLS as f64)
+    };
+    let (request, requests) = per_execute("pilotage_mcp_request_duration_seconds", &["tool=\"run_workflow\""]);
+    let (bind, binds) = per_execute("pilotage_wasm_call_duration_seconds", &["call=\"validation\""]);
+    let (execution, executions) = per_execute("pilotage_wasm_call_duration_seconds", &["call=\"execution\""]);
+    let (invocations, invoked) = per_execute("pilotage_invocation_duration_seconds", &[]);
+    let client = micros(waited) / CALLS as f64;
+    println!(
+        "execute unstored, single client, means of {CALLS} in µs: client {client:.0}; server request {request:.0} \
+         ({requests:.1} a call); bind_input call {bind:.0} ({binds:.1}); execution call {execution:.0} ({executions:.1}), \
+         of which invocations {invocations:.0} ({invoked:.1}, {:.0} each) and the rest {:.0}; the platform's own code and \
+         the hand-offs {:.0}; the client and transport {:.0}",
+        invocations / invoked.max(1.0),
+        execution - invocations,
+        request - bind - execution,
+        client - request
+    );
+}
+
 /// Adds `count` stored runs to the demo tenant (records of about 2 KB,
 /// written through the store as a retained execute writes them).
 async fn add_stored_runs(server: &Server, count: usize) {
@@ -418,6 +481,7 @@ fn main() {
 
     criterion_benches(&mut criterion, &runtime, &server, &connection, &raw);
     runtime.block_on(interleaved_ratios(&server, &connection, &raw));
+    runtime.block_on(execute_breakdown(&server, &connection));
     runtime.block_on(stored_ratio_by_runs(&server, &connection));
     let seconds = std::env::var("PILOTAGE_BENCH_LOAD_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(10);
     runtime.block_on(load(&url, Duration::from_secs(seconds), true));

@@ -43,6 +43,9 @@
 //!   answers);
 //! - `validate_uncached`: the same program with a distinct nonce in every
 //!   call's text, so the validation cache never answers;
+//! - `execute_unstored`: `run_workflow` of that program (cached) with
+//!   `store: false`, three HTTP invocations of the demo capability
+//!   service a call; it counts only Runs whose outcome is `ok`;
 //! - `telemetry_off`, `telemetry_on`: `validate_cached` against two more
 //!   in-process platforms of the same settings: one with telemetry off (no
 //!   metrics recorded, spans disabled), one serving its metrics (scraped
@@ -477,10 +480,18 @@ struct ResultProbe {
     structured_content: Option<StructuredProbe>,
 }
 
-/// The part of a validation's structured content the check reads.
+/// The part of a validation's or a Run's structured content the check
+/// reads.
 #[derive(Deserialize)]
 struct StructuredProbe {
     valid: Option<bool>,
+    outcome: Option<OutcomeProbe>,
+}
+
+/// A Run's outcome, as far as the check reads it.
+#[derive(Deserialize)]
+struct OutcomeProbe {
+    ok: bool,
 }
 
 /// What a reply must carry to count as a successful call.
@@ -490,6 +501,9 @@ enum Expect {
     Result,
     /// That, and `structuredContent.valid == true` (a validation).
     Valid,
+    /// That, and `structuredContent.outcome.ok == true` (a Run that
+    /// succeeded).
+    RunOk,
 }
 
 /// Why a call failed.
@@ -530,6 +544,12 @@ fn check_reply(reply: &Reply, id: u64, expect: Expect) -> Result<(), String> {
                 Expect::Result => Ok(()),
                 Expect::Valid if result.structured_content.as_ref().and_then(|s| s.valid) == Some(true) => Ok(()),
                 Expect::Valid => Err(format!("not valid: {}", excerpt(data))),
+                Expect::RunOk
+                    if result.structured_content.as_ref().and_then(|s| s.outcome.as_ref()).is_some_and(|o| o.ok) =>
+                {
+                    Ok(())
+                }
+                Expect::RunOk => Err(format!("the Run did not succeed: {}", excerpt(data))),
             },
         })
     });
@@ -895,6 +915,11 @@ fn workloads() -> Vec<Workload> {
     // A distinct nonce in every call's text: the cache never answers.
     let uncached = || Some(json!({"workflow": workload::ten_step_program(NONCE_MARK)}));
     let none = || Some(json!({}));
+    // The 10-step program run without keeping its record: three HTTP
+    // invocations of the demo capability service a call.
+    let execute = ("tools/call", "run_workflow");
+    let unstored =
+        || Some(json!({"workflow": workload::ten_step_program(0), "input": workload::input(), "store": false}));
     vec![
         workload("bare_ping", Bare, Session, ping, None, Expect::Result),
         workload("bare_noop", Bare, Session, noop, none(), Expect::Result),
@@ -902,6 +927,7 @@ fn workloads() -> Vec<Workload> {
         workload("platform_manifest", Platform, Session, manifest, none(), Expect::Result),
         workload("validate_cached", Platform, Session, validate, cached(), Expect::Valid),
         workload("validate_uncached", Platform, Session, validate, uncached(), Expect::Valid),
+        workload("execute_unstored", Platform, Session, execute, unstored(), Expect::RunOk),
         workload("manifest_json", Platform, SessionJsonOnly, manifest, none(), Expect::Result),
         workload("cached_json", Platform, SessionJsonOnly, validate, cached(), Expect::Valid),
         workload("uncached_json", Platform, SessionJsonOnly, validate, uncached(), Expect::Valid),
@@ -1380,6 +1406,7 @@ fn main() {
     print_ratio(&figures, "manifest_stateless", "bare_noop_stateless", Some(0.85));
     print_ratio(&figures, "validate_uncached", "platform_manifest", Some(0.5));
     print_ratio(&figures, "validate_cached", "platform_manifest", Some(0.9));
+    print_ratio(&figures, "execute_unstored", "platform_manifest", None);
     print_ratio(&figures, "cached_stateless", "manifest_stateless", Some(0.9));
     print_ratio(&figures, "manifest_json", "platform_manifest", Some(0.95));
     print_ratio(&figures, "cached_json", "validate_cached", Some(0.95));

@@ -30,7 +30,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
 use ipnet::IpNet;
@@ -345,11 +345,15 @@ impl Rules {
 
 /// One tenant's confinement: its policy, the operator's settings, and the
 /// HTTP client its invocations use (whose resolver and redirect policy
-/// apply the same rules). Cheap to clone.
+/// apply the same rules). Cheap to clone; clones share one client.
 #[derive(Clone, Debug)]
 pub struct Confinement {
     rules: Arc<Rules>,
-    http: reqwest::Client,
+    /// Built on the first invocation: a client holds its own TLS roots
+    /// (about 110 KB and a few milliseconds to load), and most tenants
+    /// never invoke an HTTP binding, so building one per tenant at load
+    /// made 10,000 tenants cost 1.1 GB and 40 s to start.
+    http: Arc<OnceLock<reqwest::Client>>,
 }
 
 /// The tenant client's resolver: resolves, then refuses the name unless
@@ -377,27 +381,7 @@ impl Confinement {
             policy: RwLock::new((EgressPolicy::default(), Parsed::default())),
             generation: AtomicU64::new(0),
         });
-        let redirects = rules.clone();
-        let http = reqwest::Client::builder()
-            .user_agent(concat!("pilotage/", env!("CARGO_PKG_VERSION")))
-            // A proxy would resolve names where these rules cannot see.
-            .no_proxy()
-            .dns_resolver(Arc::new(Resolver(rules.clone())))
-            .redirect(reqwest::redirect::Policy::custom(move |attempt| {
-                if attempt.previous().len() >= 10 {
-                    return attempt.error("more than 10 redirects");
-                }
-                // A name is checked by the resolver; a literal address
-                // bypasses it, so it is checked here.
-                let refused = attempt.url().host_str().and_then(|host| redirects.literal(host)).and_then(Result::err);
-                match refused {
-                    Some(refused) => attempt.error(refused),
-                    None => attempt.follow(),
-                }
-            }))
-            .build()
-            .unwrap_or_default();
-        Confinement { rules, http }
+        Confinement { rules, http: Arc::default() }
     }
 
     /// Replaces the tenant's policy.
@@ -469,10 +453,36 @@ impl Confinement {
     }
 
     /// The HTTP client for the tenant's invocations (no proxy; every
-    /// resolved address and every literal redirect target checked).
+    /// resolved address and every literal redirect target checked), built
+    /// on first use.
     pub fn http(&self) -> &reqwest::Client {
-        &self.http
+        self.http.get_or_init(|| confined_client(&self.rules))
     }
+}
+
+/// The tenant's HTTP client: no proxy, names checked by [`Resolver`],
+/// literal redirect targets checked by the redirect policy.
+fn confined_client(rules: &Arc<Rules>) -> reqwest::Client {
+    let redirects = rules.clone();
+    reqwest::Client::builder()
+        .user_agent(concat!("pilotage/", env!("CARGO_PKG_VERSION")))
+        // A proxy would resolve names where these rules cannot see.
+        .no_proxy()
+        .dns_resolver(Arc::new(Resolver(rules.clone())))
+        .redirect(reqwest::redirect::Policy::custom(move |attempt| {
+            if attempt.previous().len() >= 10 {
+                return attempt.error("more than 10 redirects");
+            }
+            // A name is checked by the resolver; a literal address
+            // bypasses it, so it is checked here.
+            let refused = attempt.url().host_str().and_then(|host| redirects.literal(host)).and_then(Result::err);
+            match refused {
+                Some(refused) => attempt.error(refused),
+                None => attempt.follow(),
+            }
+        }))
+        .build()
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

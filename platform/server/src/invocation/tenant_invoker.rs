@@ -190,7 +190,7 @@ impl Invoker for TenantInvoker {
             return Err(InvokeError::Unavailable(format!("'{}' has no binding: nothing serves it", entry.id)));
         };
         // Most bindings name no secret: their headers are sent as they are.
-        if !binding.headers.values().any(|value| value.contains("{secret:")) {
+        if binding.headers.values().all(|value| pilotage_store::sealing::referenced(value).is_empty()) {
             return self.http.invoke_binding(binding, input);
         }
         let mut headers = binding.headers.clone();

@@ -48,9 +48,9 @@ pub(super) async fn fired_rule(
     n.say(&format!("     the demo tenant's console:  {base}/console/t/{tenant}"))?;
     n.say(&format!("     the fired porch rule's Run: {base}{run_page}"))?;
     n.say(
-        "     Sign in with the operator token, or a token holding pilotage:console for the tenant \
-         (`cargo run -- token mint --scope pilotage:console`). This server stops when the demo ends; \
-         `cargo run -- serve --console=true` keeps one up.",
+        "     This server stops when the demo ends. To look around afterwards: `cargo run -- serve \
+         --console=true`, open http://127.0.0.1:8480/console and sign in with a token from \
+         `cargo run -- token mint --scope pilotage:console` (the demo tenant's reader; README, \"The console\").",
     )?;
     let minted = pilotage_server::auth::dev::DevTokens::load(data_dir, server.mcp_url())
         .map_err(|e| e.to_string())

@@ -136,6 +136,11 @@ pub enum DestinationRefused {
         /// The resolver's reason.
         message: String,
     },
+    /// Occurs when the tenant's confined HTTP client could not be built
+    /// (its TLS backend failed to start): every destination is refused
+    /// rather than reached by a client without the checks.
+    #[error("no destination can be reached: the tenant's confined HTTP client could not be built: {0}")]
+    Unconfined(String),
 }
 
 /// A policy checked and parsed.
@@ -353,7 +358,9 @@ pub struct Confinement {
     /// (about 110 KB and a few milliseconds to load), and most tenants
     /// never invoke an HTTP binding, so building one per tenant at load
     /// made 10,000 tenants cost 1.1 GB and 40 s to start.
-    http: Arc<OnceLock<reqwest::Client>>,
+    /// A client that failed to build stays failed: invocations are
+    /// refused, never sent through an unconfined default client.
+    http: Arc<OnceLock<Result<reqwest::Client, String>>>,
 }
 
 /// The tenant client's resolver: resolves, then refuses the name unless
@@ -455,14 +462,21 @@ impl Confinement {
     /// The HTTP client for the tenant's invocations (no proxy; every
     /// resolved address and every literal redirect target checked), built
     /// on first use.
-    pub fn http(&self) -> &reqwest::Client {
-        self.http.get_or_init(|| confined_client(&self.rules))
+    ///
+    /// # Errors
+    /// [`DestinationRefused::Unconfined`] when the client could not be
+    /// built.
+    pub fn http(&self) -> Result<&reqwest::Client, DestinationRefused> {
+        self.http
+            .get_or_init(|| confined_client(&self.rules).map_err(|error| error.to_string()))
+            .as_ref()
+            .map_err(|message| DestinationRefused::Unconfined(message.clone()))
     }
 }
 
 /// The tenant's HTTP client: no proxy, names checked by [`Resolver`],
 /// literal redirect targets checked by the redirect policy.
-fn confined_client(rules: &Arc<Rules>) -> reqwest::Client {
+fn confined_client(rules: &Arc<Rules>) -> Result<reqwest::Client, reqwest::Error> {
     let redirects = rules.clone();
     reqwest::Client::builder()
         .user_agent(concat!("pilotage/", env!("CARGO_PKG_VERSION")))
@@ -482,7 +496,6 @@ fn confined_client(rules: &Arc<Rules>) -> reqwest::Client {
             }
         }))
         .build()
-        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -533,6 +546,21 @@ mod tests {
         for public in ["8.8.8.8", "1.1.1.1", "172.32.0.1", "100.128.0.1", "2606:4700::1111", "64:ff9b::808:808"] {
             assert!(is_public(public.parse().unwrap()), "{public}");
         }
+    }
+
+    #[test]
+    fn clones_share_one_client_and_a_client_that_failed_to_build_refuses_every_destination() {
+        let tenant = confinement(false, &[]);
+        let clone = tenant.clone();
+        let built = tenant.http().expect("the confined client builds");
+        assert!(std::ptr::eq(built, clone.http().expect("the clone has the client")), "clones share one client");
+
+        // A build failure is kept, and refuses: never a default client without the checks.
+        let failed = confinement(false, &[]);
+        failed.http.set(Err("the TLS backend did not start".to_owned())).expect("not built yet");
+        let refused = failed.clone().http().expect_err("a failed client refuses");
+        assert!(matches!(refused, DestinationRefused::Unconfined(_)));
+        assert!(refused.to_string().contains("could not be built: the TLS backend did not start"), "{refused}");
     }
 
     #[test]

@@ -75,7 +75,8 @@ impl HttpInvoker {
         if let Ok(url) = reqwest::Url::parse(&binding.url) {
             self.egress.check_literal(&url).map_err(|refused| refused.to_string())?;
         }
-        let mut request = self.egress.http().post(&binding.url).json(input).timeout(timeout);
+        let client = self.egress.http().map_err(|refused| refused.to_string())?;
+        let mut request = client.post(&binding.url).json(input).timeout(timeout);
         for (name, value) in headers {
             request = request.header(name.as_str(), value.as_str());
         }

@@ -82,12 +82,28 @@ pub struct RequestError {
     /// Sibling required on a failed catalog `get` (Part II §6.3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub catalog_version: Option<String>,
+    /// The platform's sibling on a retryable refusal (the server's
+    /// capacity or a tenant's quota was in use; nothing ran): when a retry
+    /// is likely to succeed, in milliseconds. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_ms: Option<u64>,
 }
 
 impl RequestError {
     /// A request error of `kind` with `message`.
     pub fn new(kind: RequestErrorKind, message: impl Into<String>) -> RequestError {
-        RequestError { error: RequestErrorBody { kind, message: message.into() }, catalog_version: None }
+        RequestError {
+            error: RequestErrorBody { kind, message: message.into() },
+            catalog_version: None,
+            retry_after_ms: None,
+        }
+    }
+
+    /// The same error with the `retry_after_ms` sibling: a retryable
+    /// refusal.
+    pub fn with_retry_after(mut self, retry_after_ms: u64) -> RequestError {
+        self.retry_after_ms = Some(retry_after_ms);
+        self
     }
 
     /// The same error with the `catalog_version` sibling.

@@ -83,6 +83,11 @@ pub struct ExecuteResponse {
     /// Present for a started Run at effective level summary or full.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<Trace>,
+    /// The platform's member on a Run refused before it started for want
+    /// of the server's capacity (`resource_exhausted`, nothing ran): when
+    /// a retry is likely to find room, in milliseconds. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_ms: Option<u64>,
 }
 
 /// A trace-fetch request (Part II §6.6).

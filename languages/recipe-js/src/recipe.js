@@ -114,7 +114,7 @@ const PLATFORM_RUN_STATUSES = [
     'resource_exhausted',
     false,
     true,
-    'The Run reached a platform bound on fuel (steps), memory, stack depth, invocations or trace size and was stopped.',
+    "The Run reached a platform bound on fuel (steps), memory, stack depth, invocations or trace size and was stopped. Or it could not start for want of the server's capacity: then nothing ran, the response has no trace and carries `retry_after_ms`, and the same request (same idempotency key) may be sent again after that many milliseconds.",
   ],
   [
     'engine_fault',

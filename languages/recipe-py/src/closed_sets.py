@@ -59,7 +59,9 @@ PLATFORM_RUN_STATUSES = [
         False,
         True,
         "The Run reached a platform bound on fuel (steps), memory, stack depth, invocations or trace size"
-        " and was stopped.",
+        " and was stopped. Or it could not start for want of the server's capacity: then nothing ran, the"
+        " response has no trace and carries `retry_after_ms`, and the same request (same idempotency key)"
+        " may be sent again after that many milliseconds.",
     ),
     (
         "engine_fault",

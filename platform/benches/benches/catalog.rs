@@ -158,7 +158,13 @@ async fn cleanup(prepared: Prepared) {
 
 async fn start_loaded(settings: &Settings, backend: &str) -> (Server, Arc<Tenant>) {
     let started = Instant::now();
-    let server = start(settings.clone(), &pilotage_bundled::ALL).await.expect("the server starts");
+    let mut settings = settings.clone();
+    // A bench server's Runs' pool: small, whatever the node (4 GiB of
+    // address space per slot; docs/architecture.md, "Capacity").
+    if settings.capacity.run_instances == 0 {
+        settings.capacity.run_instances = 512;
+    }
+    let server = start(settings, &pilotage_bundled::ALL).await.expect("the server starts");
     let startup = started.elapsed();
     let tenant = server.platform.tenant(TENANT).expect("the tenant was loaded");
     let loaded = tenant.with_catalog(|catalog| catalog.all().count());

@@ -115,6 +115,12 @@ async fn start_server() -> Server {
         admin_token: Some(ADMIN_TOKEN.to_owned()),
         ..Settings::default()
     };
+    let mut settings = settings;
+    // A bench server's Runs' pool: small, whatever the node (4 GiB of
+    // address space per slot; docs/architecture.md, "Capacity").
+    if settings.capacity.run_instances == 0 {
+        settings.capacity.run_instances = 512;
+    }
     let server = start(settings, &pilotage_bundled::ALL).await.expect("the server starts");
     let tenant = server.platform.tenant("demo").expect("the demo tenant");
     tenant.set_quotas(Quotas {

@@ -43,12 +43,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use criterion::Criterion;
+use futures::executor::block_on;
 use pilotage_engine::catalog::{CatalogSnapshot, TenantCatalog};
 use pilotage_engine::effects::Invoker;
 use pilotage_engine::execution::{self, ExecutionRequest};
 use pilotage_engine::host::CallContext;
 use pilotage_engine::validation::{self, Program, ValidationFailure};
-use pilotage_engine::{Bounds, CallBounds, CallError, CallKind, Component, Engine, cache};
+use pilotage_engine::{Bounds, CallBounds, CallCost, CallError, CallKind, Component, Engine, cache};
 use pilotage_protocol::catalog::CatalogEntry;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -82,8 +83,13 @@ fn json_program(component: &Component, value: &Value) -> Program {
 /// measures the engine and the host, not HTTP.
 struct CannedInvoker;
 
+#[async_trait::async_trait]
 impl Invoker for CannedInvoker {
-    fn invoke(&self, entry: &CatalogEntry, input: &Value) -> Result<Value, pilotage_engine::effects::InvokeError> {
+    async fn invoke(
+        &self,
+        entry: &CatalogEntry,
+        input: &Value,
+    ) -> Result<Value, pilotage_engine::effects::InvokeError> {
         Ok(match entry.id.as_str() {
             "cap_read_user_profile" => {
                 json!({"id": input["user_id"], "name": "Amira Hassan", "email": "amira@example.com", "tier": "gold"})
@@ -94,9 +100,29 @@ impl Invoker for CannedInvoker {
     }
 }
 
+/// One raw call into a fresh instance: `validate(text)` when given, else
+/// nothing beyond instantiation; its result and cost.
+fn raw_call(
+    component: &Component,
+    snapshot: &CatalogSnapshot,
+    text: Option<&str>,
+) -> (Result<(), CallError>, CallCost) {
+    block_on(async {
+        let mut call = match component.start(CallKind::Validation, CallContext::validation(snapshot.clone())).await {
+            Ok(call) => call,
+            Err(error) => return (Err(error), CallCost::default()),
+        };
+        let result = match text {
+            Some(text) => call.validate(text, None).await.map(drop),
+            None => Ok(()),
+        };
+        (result, call.finish().1)
+    })
+}
+
 fn validate_benches(criterion: &mut Criterion, component: &Component, snapshot: &CatalogSnapshot) {
     let program = json_program(component, &workload::ten_step_program(0));
-    let validated = validation::validate(component, &program, None, snapshot).expect("the program validates");
+    let validated = block_on(validation::validate(component, &program, None, snapshot)).expect("the program validates");
     assert!(validated.response.valid, "the 10-step program must be valid: {:?}", validated.response.diagnostics);
     let plan = validated.plan.as_ref().expect("a valid workflow has a plan");
     assert_eq!(plan.steps.len(), workload::STEPS, "the plan has one step per step object");
@@ -104,26 +130,18 @@ fn validate_benches(criterion: &mut Criterion, component: &Component, snapshot: 
 
     let mut group = criterion.benchmark_group("engine");
     group.bench_function("validate_10_step", |bencher| {
-        bencher.iter(|| validation::validate(component, black_box(&program), None, snapshot).expect("validates"))
+        bencher
+            .iter(|| block_on(validation::validate(component, black_box(&program), None, snapshot)).expect("validates"))
     });
     group.bench_function("validate_10_step_raw_call", |bencher| {
-        bencher.iter(|| {
-            component
-                .call(CallKind::Validation, CallContext::validation(snapshot.clone()), |language, store| {
-                    language.call_validate(store, black_box(program.text()), None)
-                })
-                .expect("validates")
-        })
+        bencher.iter(|| raw_call(component, snapshot, Some(black_box(program.text()))).0.expect("validates"))
     });
     group.bench_function("validate_trivial", |bencher| {
-        bencher.iter(|| validation::validate(component, black_box(&trivial), None, snapshot).expect("validates"))
+        bencher
+            .iter(|| block_on(validation::validate(component, black_box(&trivial), None, snapshot)).expect("validates"))
     });
     group.bench_function("instantiate_only", |bencher| {
-        bencher.iter(|| {
-            component
-                .call(CallKind::Validation, CallContext::validation(snapshot.clone()), |_, _| Ok(()))
-                .expect("instantiates")
-        })
+        bencher.iter(|| raw_call(component, snapshot, None).0.expect("instantiates"))
     });
     let input = workload::input();
     let invoker: Arc<dyn Invoker> = Arc::new(CannedInvoker);
@@ -144,7 +162,7 @@ fn execute(
     snapshot: &CatalogSnapshot,
     invoker: &Arc<dyn Invoker>,
 ) -> execution::Execution {
-    execution::execute(
+    block_on(execution::execute(
         component,
         ExecutionRequest {
             program,
@@ -161,7 +179,7 @@ fn execute(
             clock_ms: None,
             run_id: "run_bench",
         },
-    )
+    ))
 }
 
 fn load_benches(criterion: &mut Criterion) {
@@ -198,9 +216,13 @@ fn load_benches(criterion: &mut Criterion) {
     group.bench_function("load_part_sha256_of_bytes", |bencher| bencher.iter(|| Sha256::digest(black_box(bytes))));
     group.bench_function("load_part_describe_call", |bencher| {
         bencher.iter(|| {
-            first
-                .call(CallKind::Validation, CallContext::describe(), |language, store| language.call_describe(store))
-                .expect("describes")
+            block_on(async {
+                let mut call = first.start(CallKind::Validation, CallContext::describe()).await?;
+                let described = call.describe().await;
+                call.finish();
+                described
+            })
+            .expect("describes")
         })
     });
     group.sample_size(10);
@@ -225,16 +247,12 @@ fn load_benches(criterion: &mut Criterion) {
 
 fn report_fuel(component: &Component, snapshot: &CatalogSnapshot) {
     let fuel_of = |text: &str| {
-        let (result, _, cost) =
-            component.call_with_state(CallKind::Validation, CallContext::validation(snapshot.clone()), |l, s| {
-                l.call_validate(s, text, None)
-            });
+        let (result, cost) = raw_call(component, snapshot, Some(text));
         result.expect("validates");
         cost.fuel
     };
     let ten_step = workload::ten_step_program(0).to_string();
-    let (result, _, instantiate) =
-        component.call_with_state(CallKind::Validation, CallContext::validation(snapshot.clone()), |_, _| Ok(()));
+    let (result, instantiate) = raw_call(component, snapshot, None);
     result.expect("instantiates");
     println!(
         "fuel: trivial validate ({TRIVIAL}) = {}; 10-step validate = {}; instantiation alone = {} \
@@ -261,24 +279,20 @@ fn spin_deadline() {
     for _ in 0..RUNS {
         // The engine's own classification and wall clock (store creation,
         // instantiation and the call).
-        let (result, _, cost) =
-            hostile.call_with_state(CallKind::Validation, CallContext::validation(snapshot.clone()), |l, s| {
-                l.call_validate(s, spin.text(), None)
-            });
+        let (result, cost) = raw_call(&hostile, &snapshot, Some(spin.text()));
         assert_eq!(result.err(), Some(CallError::Timeout(1_000)), "only the deadline may stop the spin");
         engine_walls.push(cost.wall);
         // The path a validate request takes, timed from outside.
         let started = Instant::now();
-        let failure = validation::validate(&hostile, &spin, None, &snapshot).expect_err("the spin is stopped");
+        let failure =
+            block_on(validation::validate(&hostile, &spin, None, &snapshot)).expect_err("the spin is stopped");
         request_walls.push(started.elapsed());
         assert!(
             matches!(&failure, ValidationFailure::BoundsExceeded(message) if message.contains("wall-time")),
             "{failure:?}"
         );
     }
-    for (what, mut walls) in
-        [("Component::call (CallCost.wall)", engine_walls), ("validation::validate", request_walls)]
-    {
+    for (what, mut walls) in [("Call::finish (CallCost.wall)", engine_walls), ("validation::validate", request_walls)] {
         walls.sort();
         println!(
             "hostile spin stopped at a 1 s deadline via {what}, {RUNS} runs: min {:.4} s, median {:.4} s, max {:.4} s (target <= 1.1 s)",
@@ -312,11 +326,7 @@ fn compare_components(engine: &Engine, bundled: &Component, snapshot: &CatalogSn
         for ((_, component), samples) in components.iter().zip(&mut rounds) {
             let started = Instant::now();
             for _ in 0..CALLS {
-                component
-                    .call(CallKind::Validation, CallContext::validation(snapshot.clone()), |language, store| {
-                        language.call_validate(store, black_box(program.text()), None)
-                    })
-                    .expect("validates");
+                raw_call(component, snapshot, Some(black_box(program.text()))).0.expect("validates");
             }
             samples.push(started.elapsed().as_secs_f64() * 1e6 / f64::from(CALLS));
         }
@@ -324,10 +334,7 @@ fn compare_components(engine: &Engine, bundled: &Component, snapshot: &CatalogSn
     for ((path, component), mut samples) in components.iter().zip(rounds) {
         samples.sort_by(f64::total_cmp);
         // Fuel is deterministic: the guest's own work, free of the drift.
-        let (result, _, cost) =
-            component.call_with_state(CallKind::Validation, CallContext::validation(snapshot.clone()), |l, s| {
-                l.call_validate(s, program.text(), None)
-            });
+        let (result, cost) = raw_call(component, snapshot, Some(program.text()));
         result.expect("validates");
         println!(
             "{path}: fastest round {:.1} µs/call, median round {:.1} µs/call, fuel {}",

@@ -55,12 +55,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::executor::block_on;
 use pilotage_engine::catalog::{CatalogSnapshot, TenantCatalog};
 use pilotage_engine::effects::Invoker;
 use pilotage_engine::execution::{self, ExecutionRequest};
 use pilotage_engine::host::CallContext;
 use pilotage_engine::validation::{self, Program};
-use pilotage_engine::{Bounds, CallBounds, CallKind, Component, Engine};
+use pilotage_engine::{Bounds, CallBounds, CallCost, CallKind, Component, Engine};
 use pilotage_protocol::catalog::CatalogEntry;
 use serde_json::{Value, json};
 
@@ -123,8 +124,13 @@ fn largest_program() -> Value {
 /// Answers every invocation with a canned output.
 struct CannedInvoker;
 
+#[async_trait::async_trait]
 impl Invoker for CannedInvoker {
-    fn invoke(&self, entry: &CatalogEntry, input: &Value) -> Result<Value, pilotage_engine::effects::InvokeError> {
+    async fn invoke(
+        &self,
+        entry: &CatalogEntry,
+        input: &Value,
+    ) -> Result<Value, pilotage_engine::effects::InvokeError> {
         Ok(match entry.id.as_str() {
             "cap_read_user_profile" => {
                 json!({"id": input["user_id"], "name": "Amira Hassan", "email": "amira@example.com", "tier": "gold"})
@@ -162,15 +168,25 @@ fn json_program(component: &Component, value: &Value) -> Program {
         .expect("within the host bounds")
 }
 
+/// One raw call into a fresh instance: `validate(text)` when given, else
+/// nothing beyond instantiation; its cost.
+fn raw_call(component: &Component, snapshot: &CatalogSnapshot, text: Option<&str>) -> CallCost {
+    block_on(async {
+        let mut call = component
+            .start(CallKind::Validation, CallContext::validation(snapshot.clone()))
+            .await
+            .expect("instantiates");
+        if let Some(text) = text {
+            call.validate(text, None).await.expect("validates");
+        }
+        call.finish().1
+    })
+}
+
 /// The fuel of one `validate` call of `value` (instantiation included).
 fn validate_fuel(component: &Component, snapshot: &CatalogSnapshot, value: &Value) -> u64 {
     let program = json_program(component, value);
-    let (result, _, cost) =
-        component.call_with_state(CallKind::Validation, CallContext::validation(snapshot.clone()), |l, s| {
-            l.call_validate(s, program.text(), None)
-        });
-    result.expect("validates");
-    cost.fuel
+    raw_call(component, snapshot, Some(program.text())).fuel
 }
 
 /// The figures of one component: its name, then those of [`rows`].
@@ -206,25 +222,19 @@ fn measure(path: &Path, snapshot: &CatalogSnapshot) -> Vec<String> {
         .collect();
     let _ = std::fs::remove_dir_all(&cache);
 
-    let instantiate = timed(|| {
-        component
-            .call(CallKind::Validation, CallContext::validation(snapshot.clone()), |_, _| Ok(()))
-            .expect("instantiates")
-    });
-    let (instantiated, _, instantiate_cost) =
-        component.call_with_state(CallKind::Validation, CallContext::validation(snapshot.clone()), |_, _| Ok(()));
-    instantiated.expect("instantiates");
+    let instantiate = timed(|| raw_call(&component, snapshot, None));
+    let instantiate_cost = raw_call(&component, snapshot, None);
 
     let example = example_program();
     let program = json_program(&component, &example);
-    let validated = validation::validate(&component, &program, None, snapshot).expect("validates");
+    let validated = block_on(validation::validate(&component, &program, None, snapshot)).expect("validates");
     assert!(validated.response.valid, "{name}: the example must be valid: {:?}", validated.response.diagnostics);
-    let validate = timed(|| validation::validate(&component, &program, None, snapshot).expect("validates"));
+    let validate = timed(|| block_on(validation::validate(&component, &program, None, snapshot)).expect("validates"));
 
     let input = json!({"userId": "42"});
     let invoker: Arc<dyn Invoker> = Arc::new(CannedInvoker);
     let run = || {
-        execution::execute(
+        block_on(execution::execute(
             &component,
             ExecutionRequest {
                 program: &program,
@@ -241,7 +251,7 @@ fn measure(path: &Path, snapshot: &CatalogSnapshot) -> Vec<String> {
                 clock_ms: None,
                 run_id: "run_bench",
             },
-        )
+        ))
     };
     let execution = run();
     assert!(execution.outcome.ok, "{name}: the example must run: {:?}", execution.outcome);

@@ -15,8 +15,8 @@ pub struct CallBounds {
     /// (execution).
     pub fuel: u64,
     /// Wall-time budget for the call, host calls included, in
-    /// milliseconds. Enforced by epoch interruption every
-    /// `EPOCH_TICK`. Overrun: `bounds_exceeded` (validation) or
+    /// milliseconds. Checked at every `EPOCH_TICK` (10 ms) while the
+    /// guest computes, where it also yields to the runtime. Overrun: `bounds_exceeded` (validation) or
     /// `timeout` (execution).
     pub wall_time_ms: u64,
 }
@@ -105,10 +105,5 @@ impl CallBounds {
     /// The wall-time budget as a duration.
     pub(crate) fn wall_time(&self) -> Duration {
         Duration::from_millis(self.wall_time_ms)
-    }
-
-    /// The budget in epoch ticks (at least one).
-    pub(crate) fn epoch_ticks(&self) -> u64 {
-        (self.wall_time_ms / EPOCH_TICK.as_millis() as u64).max(1)
     }
 }

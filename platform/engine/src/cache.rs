@@ -74,6 +74,42 @@ pub(crate) fn load_or_compile(
     Ok((component, false))
 }
 
+/// The code `compiled` (made for another engine with the same compilation
+/// settings) loaded into `engine`: from the cache file when there is one,
+/// else from `compiled`'s serialized form; compiled again from `bytes`
+/// only when `engine` refuses both (its settings differ after all).
+///
+/// # Errors
+/// [`EngineError::Compile`] when the bytes do not compile.
+pub(crate) fn load_into(
+    engine: &wasmtime::Engine,
+    compiled: &Component,
+    cache_dir: Option<&Path>,
+    config_key: &str,
+    sha256: &str,
+    bytes: &[u8],
+) -> Result<Component, EngineError> {
+    if let Some(dir) = cache_dir {
+        let path = dir.join(artifact_name(sha256, config_key));
+        if path.is_file()
+            && let Ok(component) = deserialize(engine, &path)
+        {
+            return Ok(component);
+        }
+    }
+    let moved = compiled
+        .serialize()
+        .map_err(|e| EngineError::Cache(format!("{e:#}")))
+        .and_then(|artifact| deserialize_bytes(engine, &artifact));
+    match moved {
+        Ok(component) => Ok(component),
+        Err(error) => {
+            tracing::warn!(%error, "the execution engine refused the compiled code; compiling it again");
+            compile(engine, bytes)
+        }
+    }
+}
+
 fn compile(engine: &wasmtime::Engine, bytes: &[u8]) -> Result<Component, EngineError> {
     Component::new(engine, bytes).map_err(|e| EngineError::Compile(format!("{e:#}")))
 }
@@ -88,6 +124,15 @@ fn deserialize(engine: &wasmtime::Engine, path: &Path) -> Result<Component, Engi
     // engine. wasmtime also rejects artifacts from another version or
     // configuration.
     unsafe { Component::deserialize_file(engine, path) }.map_err(|e| EngineError::Cache(format!("{e:#}")))
+}
+
+#[allow(unsafe_code)]
+fn deserialize_bytes(engine: &wasmtime::Engine, artifact: &[u8]) -> Result<Component, EngineError> {
+    // SAFETY: `artifact` is what `Component::serialize` produced a moment
+    // ago in this process, from code this host compiled (or read from its
+    // own cache, as in `deserialize`); wasmtime also rejects an artifact
+    // whose engine settings differ from `engine`'s.
+    unsafe { Component::deserialize(engine, artifact) }.map_err(|e| EngineError::Cache(format!("{e:#}")))
 }
 
 fn store(component: &Component, dir: &Path, path: &Path) -> Result<(), EngineError> {

@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use serde_json::Value;
+use tracing::Instrument;
 
 use crate::catalog::CatalogSnapshot;
 use crate::host::{CommitError, Effects, InvokeRefusal, SqlResult};
@@ -70,19 +71,21 @@ pub enum SqlError {
     TooLarge(String),
 }
 
-/// Performs invocations of callable catalog entries for a Run. Blocking;
-/// called on the Run's own thread.
+/// Performs invocations of callable catalog entries for a Run. Async: the
+/// Run's guest is suspended while an invocation waits.
+#[async_trait::async_trait]
 pub trait Invoker: Send + Sync {
     /// Invokes `entry` with `input`.
     ///
     /// # Errors
     /// [`InvokeError`] when the entry fails (transport error, HTTP error
     /// status, timeout, output that is not JSON) or nothing serves it.
-    fn invoke(&self, entry: &CatalogEntry, input: &Value) -> Result<Value, InvokeError>;
+    async fn invoke(&self, entry: &CatalogEntry, input: &Value) -> Result<Value, InvokeError>;
 }
 
 /// A data source a Run's statements execute on (Part II §6.5.4: only
 /// validated statements ever reach it). One session is one transaction.
+#[async_trait::async_trait]
 pub trait DataSource: Send + Sync {
     /// Opens a session for one Run: a transaction, read-only when
     /// `read_only` (the validated plan only reads). `deadline` is when the
@@ -93,11 +96,12 @@ pub trait DataSource: Send + Sync {
     /// # Errors
     /// [`SqlError::Connection`] when no connection can be had, or none
     /// before `deadline`.
-    fn begin(&self, read_only: bool, deadline: Option<Instant>) -> Result<Box<dyn SqlSession>, SqlError>;
+    async fn begin(&self, read_only: bool, deadline: Option<Instant>) -> Result<Box<dyn SqlSession>, SqlError>;
 }
 
 /// One Run's transaction on a data source. Dropped without `commit`, it
 /// rolls back.
+#[async_trait::async_trait]
 pub trait SqlSession: Send {
     /// Runs one statement with positional parameters (a JSON array),
     /// stopping it at the session's deadline.
@@ -105,14 +109,14 @@ pub trait SqlSession: Send {
     /// # Errors
     /// [`SqlError`] with the database's message; the session must then be
     /// rolled back.
-    fn query(&mut self, statement: &str, params: &Value) -> Result<SqlResult, SqlError>;
+    async fn query(&mut self, statement: &str, params: &Value) -> Result<SqlResult, SqlError>;
     /// Commits the transaction.
     ///
     /// # Errors
     /// [`CommitError`]: rolled back by the database, or an unknown outcome.
-    fn commit(self: Box<Self>) -> Result<(), CommitError>;
+    async fn commit(self: Box<Self>) -> Result<(), CommitError>;
     /// Rolls the transaction back.
-    fn rollback(self: Box<Self>);
+    async fn rollback(self: Box<Self>);
 }
 
 /// One statement the host ran for a Run, in order.
@@ -271,12 +275,13 @@ impl RunEffects {
     }
 }
 
+#[async_trait::async_trait]
 impl Effects for RunEffects {
     fn now_ms(&self) -> Option<u64> {
         self.clock_ms
     }
 
-    fn invoke(&mut self, step_id: &str, entry_id: &str, input: &str) -> Result<String, InvokeRefusal> {
+    async fn invoke(&mut self, step_id: &str, entry_id: &str, input: &str) -> Result<String, InvokeRefusal> {
         self.stop_if_cancelled(step_id)?;
         if !self.allowed.contains(entry_id) {
             return self.refuse(
@@ -316,7 +321,6 @@ impl Effects for RunEffects {
             return Ok(simulated_output().to_string());
         }
         let span = spans::invocation_span(step_id, entry_id, &entry.kind);
-        let _entered = span.enter();
         let started = Instant::now();
         // The input as the trace records it (null when it is not JSON).
         let mut parsed_input = Value::Null;
@@ -330,7 +334,7 @@ impl Effects for RunEffects {
         } else {
             match serde_json::from_str::<Value>(input) {
                 Ok(value) => {
-                    let output = self.invoker.invoke(entry, &value);
+                    let output = self.invoker.invoke(entry, &value).instrument(span.clone()).await;
                     parsed_input = value;
                     output
                 }
@@ -381,7 +385,7 @@ impl Effects for RunEffects {
         answer
     }
 
-    fn sql_query(&mut self, step_id: &str, statement: &str, params: &str) -> Result<SqlResult, InvokeRefusal> {
+    async fn sql_query(&mut self, step_id: &str, statement: &str, params: &str) -> Result<SqlResult, InvokeRefusal> {
         self.stop_if_cancelled(step_id)?;
         if !self.statements.iter().any(|validated| validated == statement) {
             let shown: String = statement.chars().take(80).collect();
@@ -399,16 +403,20 @@ impl Effects for RunEffects {
         let params: Value = serde_json::from_str(params)
             .map_err(|e| InvokeRefusal::Refused(format!("parameters are not JSON: {e}")))?;
         let span = spans::statement_span(step_id, statement);
-        let _entered = span.enter();
         let started = Instant::now();
-        let result = match self.session.as_mut() {
-            Some(session) => session.query(statement, &params),
-            None => data_source.begin(self.read_only, self.deadline).and_then(|mut session| {
-                let result = session.query(statement, &params);
-                self.session = Some(session);
-                result
-            }),
-        };
+        let result = async {
+            match self.session.as_mut() {
+                Some(session) => session.query(statement, &params).await,
+                None => {
+                    let mut session = data_source.begin(self.read_only, self.deadline).await?;
+                    let result = session.query(statement, &params).await;
+                    self.session = Some(session);
+                    result
+                }
+            }
+        }
+        .instrument(span.clone())
+        .await;
         // A statement that fails once the Run's wall time is used up was
         // stopped by the Run's bound (its statement timeout was the time
         // the Run had left): the Run ends `timeout`, whatever the
@@ -435,25 +443,25 @@ impl Effects for RunEffects {
             spans::record_failure(&span, if out_of_time { "timeout" } else { "statement_failed" });
             self.session_failed = true;
             if let Some(session) = self.session.take() {
-                session.rollback();
+                session.rollback().await;
             }
         }
         result.map_err(|error| InvokeRefusal::Failed(error.to_string()))
     }
 
-    fn finish(&mut self, succeeded: bool) -> Result<(), CommitError> {
-        self.end_session(succeeded)
+    async fn finish(&mut self, succeeded: bool) -> Result<(), CommitError> {
+        self.end_session(succeeded).await
     }
 }
 
 impl RunEffects {
     /// Ends the Run's transaction: commits when the Run succeeded, else
     /// rolls back.
-    fn end_session(&mut self, succeeded: bool) -> Result<(), CommitError> {
+    async fn end_session(&mut self, succeeded: bool) -> Result<(), CommitError> {
         match self.session.take() {
-            Some(session) if succeeded => session.commit(),
+            Some(session) if succeeded => session.commit().await,
             Some(session) => {
-                session.rollback();
+                session.rollback().await;
                 Ok(())
             }
             None => Ok(()),

@@ -54,6 +54,11 @@ pub enum CallError {
     /// memory access) for a reason that is not a bound.
     #[error("the component trapped: {0}")]
     Trap(String),
+    /// Occurs when the pool the call runs in has no free instance, memory,
+    /// table or stack left (the node's capacity, not a bound of the call):
+    /// nothing of the component ran. Retryable.
+    #[error("the server's capacity for component calls is in use ({0}); nothing ran: retry shortly")]
+    Capacity(String),
     /// Occurs when the host itself failed to set up or run the call.
     #[error("host failure: {0}")]
     Host(String),

@@ -14,7 +14,7 @@ use serde_json::Value;
 use crate::catalog::CatalogSnapshot;
 use crate::error::CallError;
 use crate::host::{CallContext, CommitError, outcome_from_wit};
-use crate::runtime::{CallKind, Component};
+use crate::runtime::{CallCost, CallKind, Component};
 use pilotage_protocol::correspondence;
 use pilotage_protocol::diagnostic::{CONSTRAINT, Diagnostic, is_valid};
 use pilotage_protocol::outcome::{
@@ -108,13 +108,17 @@ pub struct RunControl {
 /// Executes a validated program. Never fails: every failure of a started
 /// Run is an outcome with `ok: false` and the trace the host can stand
 /// behind (Part II §6.5.6, Part IV §10).
-pub fn execute(component: &Component, request: ExecutionRequest<'_>) -> Execution {
-    execute_controlled(component, request, &RunControl::default())
+pub async fn execute(component: &Component, request: ExecutionRequest<'_>) -> Execution {
+    execute_controlled(component, request, &RunControl::default()).await
 }
 
 /// [`execute`] under `control`: its wall time, and its cancellation
 /// (a cancelled Run ends `partial`, its trace holding what ran).
-pub fn execute_controlled(component: &Component, request: ExecutionRequest<'_>, control: &RunControl) -> Execution {
+pub async fn execute_controlled(
+    component: &Component,
+    request: ExecutionRequest<'_>,
+    control: &RunControl,
+) -> Execution {
     let mut bounds = component.engine().bounds().clone();
     if let Some(wall_time_ms) = control.wall_time_ms {
         bounds.execution.wall_time_ms = wall_time_ms;
@@ -128,8 +132,8 @@ pub fn execute_controlled(component: &Component, request: ExecutionRequest<'_>, 
         allowed.extend(plan.calls().into_iter().map(str::to_owned));
     }
     let record = Arc::new(Mutex::new(RunRecord::default()));
-    // The engine's epoch deadline starts a little later (with the store),
-    // so statements stop no later than the component would.
+    // The engine interrupts the guest one epoch tick after this deadline
+    // (`runtime`), so statements stop before the component would.
     let deadline = Instant::now() + bounds.execution.wall_time();
     let effects = RunEffects {
         allowed,
@@ -157,20 +161,25 @@ pub fn execute_controlled(component: &Component, request: ExecutionRequest<'_>, 
         deploy: request.deploy,
     };
     let mut installation = None;
-    let (result, mut context, cost) = component.call_under(
-        CallKind::Execution,
-        &bounds.execution,
-        CallContext::execution(request.catalog.clone(), Box::new(effects)),
-        |language, store| {
-            if request.deploy {
-                let deployed = language.call_deploy(store, &run_request)?;
-                installation = deployed.installation.map(crate::installation::Installation::from_wit);
-                Ok(deployed.result)
+    let context = CallContext::execution(request.catalog.clone(), Box::new(effects));
+    let (result, mut context, cost) = match component.start_under(CallKind::Execution, &bounds.execution, context).await
+    {
+        Ok(mut call) => {
+            let result = if request.deploy {
+                call.deploy(&run_request).await.map(|deployed| {
+                    installation = deployed.installation.map(crate::installation::Installation::from_wit);
+                    deployed.result
+                })
             } else {
-                language.call_execute(store, &run_request)
-            }
-        },
-    );
+                call.execute(&run_request).await
+            };
+            let (context, cost) = call.finish();
+            (result, Some(context), cost)
+        }
+        // Nothing of the component ran, so no statement either: the
+        // effects (and their unopened session) are dropped with the store.
+        Err(error) => (Err(error), None, CallCost::default()),
+    };
     let record = std::mem::take(&mut *record.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
     let simulated: Vec<(String, String)> = record
         .invocations
@@ -195,9 +204,11 @@ pub fn execute_controlled(component: &Component, request: ExecutionRequest<'_>, 
     // transaction commits only for a success it stands behind. A commit
     // that fails ends the Run with the trace so far (every statement ran)
     // and the status that says whether anything persisted.
-    if let Some(effects) = context.call_effects()
-        && let Err(error) = effects.finish(succeeded)
-    {
+    let finished = match context.as_mut().and_then(CallContext::call_effects) {
+        Some(effects) => effects.finish(succeeded).await,
+        None => Ok(()),
+    };
+    if let Err(error) = finished {
         let (status, message) = match &error {
             CommitError::RolledBack(message) => (
                 rolled_back_status(component),
@@ -263,6 +274,8 @@ fn assess(
                 }
                 CallError::Trap(_) => ENGINE_FAULT,
                 CallError::Host(_) => ERROR,
+                // The pool had no instance free: nothing ran.
+                CallError::Capacity(_) => RESOURCE_EXHAUSTED,
             };
             let outcome = match (&error, &record.stopped_at_deadline) {
                 (CallError::Timeout(ms), Some(step)) => deadline_outcome(*ms, step),

@@ -25,21 +25,24 @@ pub enum InvokeRefusal {
 }
 
 /// What execution may do to the world, supplied per call by the execute
-/// pipeline. Implementations record every invocation they perform.
+/// pipeline. Implementations record every invocation they perform. The
+/// methods that reach the world are async: they run while the guest's
+/// fiber is suspended, on the runtime's workers.
+#[async_trait::async_trait]
 pub trait Effects: Send {
     /// Invokes `entry_id` for trace step `step_id` with `input` (JSON text);
     /// returns its output (JSON text).
     ///
     /// # Errors
     /// [`InvokeRefusal`] when the host refuses or the entry fails.
-    fn invoke(&mut self, step_id: &str, entry_id: &str, input: &str) -> Result<String, InvokeRefusal>;
+    async fn invoke(&mut self, step_id: &str, entry_id: &str, input: &str) -> Result<String, InvokeRefusal>;
 
     /// Runs a validated statement on the Run's data source.
     ///
     /// # Errors
     /// [`InvokeRefusal::Refused`] by default: the Language has no data
     /// source.
-    fn sql_query(&mut self, step_id: &str, statement: &str, params: &str) -> Result<SqlResult, InvokeRefusal> {
+    async fn sql_query(&mut self, step_id: &str, statement: &str, params: &str) -> Result<SqlResult, InvokeRefusal> {
         let _ = (step_id, statement, params);
         Err(InvokeRefusal::Refused("no data source is configured for this Language".into()))
     }
@@ -51,7 +54,7 @@ pub trait Effects: Send {
     /// # Errors
     /// [`CommitError`] when the commit does not take effect, saying whether
     /// the transaction was rolled back or its outcome is unknown.
-    fn finish(&mut self, succeeded: bool) -> Result<(), CommitError> {
+    async fn finish(&mut self, succeeded: bool) -> Result<(), CommitError> {
         let _ = succeeded;
         Ok(())
     }
@@ -264,11 +267,13 @@ impl wasmtime::component::HasData for HasTable {
 pub(crate) fn add_wasi_without_grants(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     use wasmtime_wasi::cli::{WasiCli, WasiCliView};
     use wasmtime_wasi::clocks::{WasiClocks, WasiClocksView};
-    use wasmtime_wasi::p2::bindings::{cli, clocks, random, sync};
+    use wasmtime_wasi::p2::bindings::{cli, clocks, io, random};
     use wasmtime_wasi::random::{WasiRandom, WasiRandomView};
-    sync::io::error::add_to_linker::<HostState, HasTable>(linker, |state| &mut state.table)?;
-    sync::io::poll::add_to_linker::<HostState, HasTable>(linker, |state| &mut state.table)?;
-    sync::io::streams::add_to_linker::<HostState, HasTable>(linker, |state| &mut state.table)?;
+    // The async flavour of wasi:io: calls are made with `call_async`, and
+    // the synchronous one would block on a runtime from inside it.
+    io::error::add_to_linker::<HostState, HasTable>(linker, |state| &mut state.table)?;
+    io::poll::add_to_linker::<HostState, HasTable>(linker, |state| &mut state.table)?;
+    io::streams::add_to_linker::<HostState, HasTable>(linker, |state| &mut state.table)?;
     cli::exit::add_to_linker::<HostState, WasiCli>(linker, |state| state.cli())?;
     cli::environment::add_to_linker::<HostState, WasiCli>(linker, |state| state.cli())?;
     cli::stdin::add_to_linker::<HostState, WasiCli>(linker, |state| state.cli())?;
@@ -302,11 +307,11 @@ impl catalog::Host for HostState {
 }
 
 impl effects::Host for HostState {
-    fn invoke(&mut self, step_id: String, entry_id: String, input: String) -> Result<String, types::InvokeError> {
+    async fn invoke(&mut self, step_id: String, entry_id: String, input: String) -> Result<String, types::InvokeError> {
         let Some(effects) = self.call.effects.as_mut() else {
             return Err(types::InvokeError::Refused("invocations are not allowed during validation".into()));
         };
-        effects.invoke(&step_id, &entry_id, &input).map_err(|refusal| match refusal {
+        effects.invoke(&step_id, &entry_id, &input).await.map_err(|refusal| match refusal {
             InvokeRefusal::Refused(message) => types::InvokeError::Refused(message),
             InvokeRefusal::Failed(message) => types::InvokeError::Failed(message),
         })
@@ -329,11 +334,16 @@ impl effects::Host for HostState {
 }
 
 impl sql::Host for HostState {
-    fn query(&mut self, step_id: String, statement: String, params: String) -> Result<sql::QueryResult, sql::SqlError> {
+    async fn query(
+        &mut self,
+        step_id: String,
+        statement: String,
+        params: String,
+    ) -> Result<sql::QueryResult, sql::SqlError> {
         let Some(effects) = self.call.effects.as_mut() else {
             return Err(sql::SqlError::Refused("statements cannot run during validation".into()));
         };
-        match effects.sql_query(&step_id, &statement, &params) {
+        match effects.sql_query(&step_id, &statement, &params).await {
             Ok(result) => Ok(sql::QueryResult {
                 columns: result.columns.into_iter().map(|(name, type_name)| sql::Column { name, type_name }).collect(),
                 rows: result.rows.to_string(),

@@ -2,13 +2,18 @@
 //! run under wasmtime with the host's guarantees (Part II §5, §6.4–§6.5,
 //! §10.1).
 //!
-//! - [`Engine`] (`runtime`): one wasmtime engine with the component model,
-//!   fuel, epoch interruption, a bounded wasm stack and a pooling
-//!   allocator; [`Component`]: one loaded Language, compiled or read from
-//!   the compiled-code [`cache`], pre-instantiated and described; every
-//!   call gets a fresh instance with the [`bounds`] of its kind; a
-//!   [`function_cache`] lets a rebuilt component reuse the compiled
-//!   functions it shares with an earlier build;
+//! - [`Engine`] (`runtime`): wasmtime with the component model, fuel,
+//!   epoch interruption, a bounded wasm stack and two pooling allocators,
+//!   one per pool of the node's [`capacity`] (validation calls, Runs);
+//!   [`Component`]: one loaded Language, compiled or read from the
+//!   compiled-code [`cache`], pre-instantiated and described; every
+//!   [`Call`] gets a fresh instance with the [`bounds`] of its kind and
+//!   runs on a fiber with wasmtime's async API, so a Run waiting on the
+//!   world is a suspended task; a [`function_cache`] lets a rebuilt
+//!   component reuse the compiled functions it shares with an earlier
+//!   build;
+//! - [`admission`]: the node's fair admission to both pools, a bounded
+//!   queue and retryable refusals;
 //! - [`host`]: the host side of the Language imports (`catalog`,
 //!   `effects`, `sql`, `now`, `log`) and a WASI that grants nothing;
 //!   [`wit`]: the generated bindings;
@@ -34,11 +39,20 @@
 //! let bytes = std::fs::read("workflow.wasm").unwrap();
 //! let workflow = engine.load(&bytes).unwrap();
 //! assert_eq!(workflow.description().name, "workflow/v1");
+//! // Calls are async; outside a runtime any executor drives them.
+//! let catalog = pilotage_engine::catalog::CatalogSnapshot::default();
+//! let program = pilotage_engine::validation::Program::from_argument(
+//!     workflow.description().program_kind, &serde_json::json!({"steps": []}), 1 << 20, 64).unwrap();
+//! let validated = futures::executor::block_on(
+//!     pilotage_engine::validation::validate(&workflow, &program, None, &catalog)).unwrap();
+//! println!("valid: {}", validated.response.valid);
 //! ```
 #![deny(unsafe_code)]
 
+pub mod admission;
 pub mod bounds;
 pub mod cache;
+pub mod capacity;
 pub mod catalog;
 pub mod clock;
 pub mod description;
@@ -55,6 +69,7 @@ pub mod validation;
 pub mod wit;
 
 pub use bounds::{Bounds, CallBounds};
+pub use capacity::Capacity;
 pub use clock::Clock;
 pub use error::{CallError, EngineError};
-pub use runtime::{CallCost, CallKind, Component, Engine, Exports};
+pub use runtime::{Call, CallCost, CallKind, Component, Engine};

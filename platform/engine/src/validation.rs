@@ -41,6 +41,10 @@ pub enum ValidationFailure {
     /// `internal`).
     #[error("{0}")]
     Internal(String),
+    /// Occurs when the node's validation pool had no instance free: the
+    /// validator did not run (request error `bounds_exceeded`, retryable).
+    #[error("{0}")]
+    Capacity(String),
 }
 
 impl Program {
@@ -195,7 +199,9 @@ impl PartialEq for RenderedResponse {
 }
 
 fn bound_or_internal(error: CallError) -> ValidationFailure {
-    if error.is_bound() {
+    if let CallError::Capacity(_) = error {
+        ValidationFailure::Capacity(error.to_string())
+    } else if error.is_bound() {
         ValidationFailure::BoundsExceeded(format!("validation stopped: {error}"))
     } else {
         ValidationFailure::Internal(format!("the Language's validator failed: {error}"))
@@ -210,7 +216,7 @@ fn bound_or_internal(error: CallError) -> ValidationFailure {
 ///
 /// # Errors
 /// [`ValidationFailure`] when a bound is exceeded or the validator fails.
-pub fn validate(
+pub async fn validate(
     component: &Component,
     program: &Program,
     context: Option<&Value>,
@@ -218,11 +224,14 @@ pub fn validate(
 ) -> Result<Validated, ValidationFailure> {
     let description = component.description();
     let context_text = context.map(Value::to_string);
-    let result = component
-        .call(CallKind::Validation, CallContext::validation(catalog.clone()), |language, store| {
-            language.call_validate(store, program.text(), context_text.as_deref())
-        })
-        .map_err(bound_or_internal)?;
+    let result = async {
+        let mut call = component.start(CallKind::Validation, CallContext::validation(catalog.clone())).await?;
+        let result = call.validate(program.text(), context_text.as_deref()).await;
+        call.finish();
+        result
+    }
+    .await
+    .map_err(bound_or_internal)?;
     let limit = component.engine().bounds().result_bytes;
     let size = validation_size(&result);
     if size > limit {
@@ -354,17 +363,20 @@ pub fn context_binding(schema: Option<&Value>, context: Option<&Value>) -> Vec<D
 ///
 /// # Errors
 /// [`ValidationFailure`] when a bound is exceeded or the component fails.
-pub fn bind_input(
+pub async fn bind_input(
     component: &Component,
     program: &Program,
     input: Option<&Value>,
 ) -> Result<Vec<Diagnostic>, ValidationFailure> {
     let input_text = input.map(Value::to_string);
-    let findings = component
-        .call(CallKind::Validation, CallContext::describe(), |language, store| {
-            language.call_bind_input(store, program.text(), input_text.as_deref())
-        })
-        .map_err(bound_or_internal)?;
+    let findings = async {
+        let mut call = component.start(CallKind::Validation, CallContext::describe()).await?;
+        let findings = call.bind_input(program.text(), input_text.as_deref()).await;
+        call.finish();
+        findings
+    }
+    .await
+    .map_err(bound_or_internal)?;
     Ok(findings
         .into_iter()
         .map(diagnostic_from_wit)

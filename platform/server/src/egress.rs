@@ -474,6 +474,12 @@ impl Confinement {
     }
 }
 
+/// Idle connections a tenant's HTTP client keeps to one host.
+const IDLE_CONNECTIONS_PER_HOST: usize = 32;
+
+/// Seconds an idle connection of a tenant's HTTP client stays open.
+const IDLE_CONNECTION_SECS: u64 = 30;
+
 /// The tenant's HTTP client: no proxy, names checked by [`Resolver`],
 /// literal redirect targets checked by the redirect policy.
 fn confined_client(rules: &Arc<Rules>) -> Result<reqwest::Client, reqwest::Error> {
@@ -483,6 +489,12 @@ fn confined_client(rules: &Arc<Rules>) -> Result<reqwest::Client, reqwest::Error
         // A proxy would resolve names where these rules cannot see.
         .no_proxy()
         .dns_resolver(Arc::new(Resolver(rules.clone())))
+        // After a burst of waiting Runs, their connections do not stay:
+        // at most `IDLE_CONNECTIONS_PER_HOST` idle ones per host, each
+        // closed after `IDLE_CONNECTION_SECS` unused (the memory that
+        // comes back, issue: "Runs that wait cost nothing").
+        .pool_max_idle_per_host(IDLE_CONNECTIONS_PER_HOST)
+        .pool_idle_timeout(std::time::Duration::from_secs(IDLE_CONNECTION_SECS))
         .redirect(reqwest::redirect::Policy::custom(move |attempt| {
             if attempt.previous().len() >= 10 {
                 return attempt.error("more than 10 redirects");

@@ -200,6 +200,12 @@ pub struct Settings {
     pub dev_subject: String,
     /// Evaluation bounds.
     pub bounds: Bounds,
+    /// The node's capacity for component calls: the totals of the
+    /// validation and execution pools (0: derived for the node when the
+    /// server starts; `pilotage_engine::capacity`), and the admission
+    /// queue's bounds (`pilotage_engine::admission`). docs/architecture.md
+    /// ("Capacity") says how to size them.
+    pub capacity: pilotage_engine::Capacity,
     /// Leases of idempotency claims (Part II §6.5.6).
     pub idempotency: crate::operations::leases::IdempotencySettings,
     /// Where tenants may make the platform connect (MQTT brokers, data
@@ -298,6 +304,7 @@ impl Default for Settings {
             dev_tenant: "demo".to_owned(),
             dev_subject: "dev".to_owned(),
             bounds: Bounds::default(),
+            capacity: pilotage_engine::Capacity::default(),
             idempotency: Default::default(),
             egress: Default::default(),
             policies: Default::default(),
@@ -454,13 +461,30 @@ impl Settings {
                 });
             }
         }
-        if self.request_timeout_ms <= self.bounds.execution.wall_time_ms {
+        let longest_run = self.bounds.execution.wall_time_ms.saturating_add(self.capacity.run_wait_ms);
+        if self.request_timeout_ms <= longest_run {
             return Err(ConfigError::Invalid {
                 field: "request_timeout_ms",
                 message: format!(
-                    "must exceed the execution wall-time bound ({} ms), or long Runs would be cut off mid-response",
-                    self.bounds.execution.wall_time_ms
+                    "must exceed the execution wall-time bound ({} ms) plus the longest wait for a Run's place (capacity.run_wait_ms, {} ms), or long Runs would be cut off mid-response",
+                    self.bounds.execution.wall_time_ms, self.capacity.run_wait_ms
                 ),
+            });
+        }
+        let capacity = &self.capacity;
+        for (field, value, low) in [
+            ("capacity.queue_per_tenant", u64::from(capacity.queue_per_tenant), 1),
+            ("capacity.validation_wait_ms", capacity.validation_wait_ms, 1),
+            ("capacity.run_wait_ms", capacity.run_wait_ms, 1),
+        ] {
+            if value < low {
+                return Err(ConfigError::Invalid { field, message: format!("must be at least {low}") });
+            }
+        }
+        if capacity.nested_percent > 50 {
+            return Err(ConfigError::Invalid {
+                field: "capacity.nested_percent",
+                message: "must be at most 50 (the rest of each pool is what admission lets in)".into(),
             });
         }
         for (field, value) in [
@@ -683,6 +707,62 @@ pub const FLAGS: &[Flag] = &[
         "bounds.core_instances_per_component",
         "N",
         "Core module instances one component may link, at most 1024 (componentize-py's CPython links 38)",
+    ),
+    flag(
+        "run-instances",
+        "PILOTAGE_RUN_INSTANCES",
+        "capacity.run_instances",
+        "N",
+        "Runs in flight at once on this node, waiting ones included (0: one per 4 MiB of memory, 256 to 4096)",
+    ),
+    flag(
+        "run-core-instances",
+        "PILOTAGE_RUN_CORE_INSTANCES",
+        "capacity.run_core_instances",
+        "N",
+        "Core module instances of the Runs' pool (0: four per Run instance; a CPython Language takes 38 a Run)",
+    ),
+    flag(
+        "run-memories",
+        "PILOTAGE_RUN_MEMORIES",
+        "capacity.run_memories",
+        "N",
+        "Linear memories of the Runs' pool (0: one per Run instance)",
+    ),
+    flag(
+        "validation-instances",
+        "PILOTAGE_VALIDATION_INSTANCES",
+        "capacity.validation_instances",
+        "N",
+        "Validation calls at once on this node (0: four per core, at least 8)",
+    ),
+    flag(
+        "queue-length",
+        "PILOTAGE_QUEUE_LENGTH",
+        "capacity.queue_length",
+        "N",
+        "Component calls that may wait for capacity on this node; past it a call is refused (retryable)",
+    ),
+    flag(
+        "queue-per-tenant",
+        "PILOTAGE_QUEUE_PER_TENANT",
+        "capacity.queue_per_tenant",
+        "N",
+        "Component calls one tenant may have waiting for capacity",
+    ),
+    flag(
+        "run-wait-ms",
+        "PILOTAGE_RUN_WAIT_MS",
+        "capacity.run_wait_ms",
+        "MS",
+        "Longest wait for a Run's place before it is refused (resource_exhausted, retry_after_ms), milliseconds",
+    ),
+    flag(
+        "validation-wait-ms",
+        "PILOTAGE_VALIDATION_WAIT_MS",
+        "capacity.validation_wait_ms",
+        "MS",
+        "Longest wait for a validation's place before it is refused (bounds_exceeded, retry_after_ms), milliseconds",
     ),
     flag(
         "idempotency-lease-ms",

@@ -246,8 +246,12 @@ pub async fn start(settings: Settings, bundled: Bundled) -> Result<Server, Start
     // once and keeps no such cache.
     let function_cache =
         (!settings.languages.is_empty()).then(|| Arc::new(FunctionCache::new(AUTHORING_FUNCTION_CACHE_BYTES)));
-    let engine =
-        Engine::with_function_cache(settings.bounds.clone(), Some(settings.data_dir.join("compiled")), function_cache)?;
+    let engine = Engine::with_capacity(
+        settings.bounds.clone(),
+        &settings.capacity,
+        Some(settings.data_dir.join("compiled")),
+        function_cache,
+    )?;
     // Metrics are recorded only when something can read them.
     engine.metrics().set_enabled(settings.metrics_listen.is_some() || settings.metrics_token.is_some());
     let (store, changes_from) = open_store(&settings, &engine).await?;

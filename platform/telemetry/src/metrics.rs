@@ -13,7 +13,12 @@
 //! declared kinds), run statuses (each Language's closed set). Each of the
 //! open-ended ones holds at most `MAX_LABEL_VALUES` distinct values per
 //! process; later ones are counted under `OVERFLOW_LABEL`. No metric is
-//! labelled by tenant, subject, session or run.
+//! labelled by subject, session or run, and only the capacity gauges by
+//! tenant (`tenant_capacity_*`: who holds the node's pools now, at most
+//! `MAX_LABEL_VALUES` tenants).
+//!
+//! Capacity (`pilotage_engine::admission`): each pool's calls in use,
+//! waiting and admitted together, waits and refusals by reason.
 //!
 //! Deployments (Part II §6.5.7, `deploy`): firings by trigger kind
 //! (schedule, webhook, mqtt) and result, the delay from a trigger instance
@@ -30,7 +35,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
-use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry};
+use prometheus::{
+    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+};
 
 /// Most distinct values one open-ended label (tool, Language, entry kind)
 /// takes in one process; the values after it are counted under
@@ -136,6 +143,38 @@ impl ValidationResult {
             ValidationResult::Failed => "failed",
         }
     }
+}
+
+/// Which of the node's pools a capacity figure is about (`pool` label).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CapacityPool {
+    /// `describe`, `validate`, `bind-input`.
+    Validation,
+    /// Runs.
+    Execution,
+}
+
+impl CapacityPool {
+    const ALL: [CapacityPool; 2] = [CapacityPool::Validation, CapacityPool::Execution];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CapacityPool::Validation => "validation",
+            CapacityPool::Execution => "execution",
+        }
+    }
+}
+
+/// One pool's use at one moment, as the capacity gauges show it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct PoolFigures {
+    /// Calls holding a place.
+    pub in_use: u64,
+    /// Calls waiting for one.
+    pub waiting: u64,
+    /// Calls admission lets in together.
+    pub limit: u64,
 }
 
 /// Which bounds a component call ran under (`call` label).
@@ -418,6 +457,13 @@ struct Inner {
     webhook_deliveries: IntCounterVec,
     deployments: IntGauge,
     mqtt_subscriptions: IntGauge,
+    capacity_in_use: [IntGauge; 2],
+    capacity_waiting: [IntGauge; 2],
+    capacity_limit: [IntGauge; 2],
+    capacity_wait: [Histogram; 2],
+    capacity_refusals: IntCounterVec,
+    tenant_capacity_in_use: IntGaugeVec,
+    tenant_capacity_waiting: IntGaugeVec,
 }
 
 /// The platform's metrics. Cheap to clone (one shared registry); safe to
@@ -600,6 +646,55 @@ impl Metrics {
         )?;
         let mqtt_subscriptions =
             gauge(&registry, "mqtt_subscriptions", "MQTT topic filters this replica subscribes to for deployments.")?;
+        let pools = |name: &str, help: &str| -> Result<[IntGauge; 2], MetricsError> {
+            let family = registered(&registry, name, IntGaugeVec::new(Opts::new(name, help), &["pool"]))?;
+            Ok(CapacityPool::ALL.map(|pool| family.with_label_values(&[pool.as_str()])))
+        };
+        let capacity_in_use = pools(
+            "capacity_in_use",
+            "Component calls holding a place in the node's pool (validation: describe, validate, bind-input; execution: Runs, waiting ones included).",
+        )?;
+        let capacity_waiting =
+            pools("capacity_waiting", "Component calls waiting in the admission queue for a place in the pool.")?;
+        let capacity_limit = pools(
+            "capacity_limit",
+            "Component calls admission lets into the pool together (its instances less the share kept for sub-Runs).",
+        )?;
+        let wait_family = histograms(
+            &registry,
+            "capacity_wait_seconds",
+            "Time a component call waited in the admission queue before it got a place, by pool.",
+            &["pool"],
+        )?;
+        let capacity_wait = CapacityPool::ALL.map(|pool| wait_family.with_label_values(&[pool.as_str()]));
+        let capacity_refusals = counters(
+            &registry,
+            "capacity_refusals_total",
+            "Component calls refused for want of capacity (a retryable answer), by pool and reason (queue_full, tenant_queue_full, waited, no_room).",
+            &["pool", "reason"],
+        )?;
+        let tenant_capacity_in_use = registered(
+            &registry,
+            "tenant_capacity_in_use",
+            IntGaugeVec::new(
+                Opts::new(
+                    "tenant_capacity_in_use",
+                    "Component calls of one tenant holding a place in the pool, for tenants holding or waiting now (the capacity exception to 'no tenant label': at most 256 tenants, the rest summed under _other).",
+                ),
+                &["tenant", "pool"],
+            ),
+        )?;
+        let tenant_capacity_waiting = registered(
+            &registry,
+            "tenant_capacity_waiting",
+            IntGaugeVec::new(
+                Opts::new(
+                    "tenant_capacity_waiting",
+                    "Component calls of one tenant waiting for a place in the pool (as tenant_capacity_in_use).",
+                ),
+                &["tenant", "pool"],
+            ),
+        )?;
         let methods = MCP_METHODS.iter().map(|&method| (method, request_handles(&families, method, ""))).collect();
         Ok(Metrics {
             inner: Arc::new(Inner {
@@ -626,6 +721,13 @@ impl Metrics {
                 webhook_deliveries,
                 deployments,
                 mqtt_subscriptions,
+                capacity_in_use,
+                capacity_waiting,
+                capacity_limit,
+                capacity_wait,
+                capacity_refusals,
+                tenant_capacity_in_use,
+                tenant_capacity_waiting,
             }),
         })
     }
@@ -797,6 +899,49 @@ impl Metrics {
     pub fn set_deployment_gauges(&self, deployments: i64, mqtt_subscriptions: usize) {
         self.inner.deployments.set(deployments);
         self.inner.mqtt_subscriptions.set(mqtt_subscriptions as i64);
+    }
+
+    /// Counts one call refused for want of capacity in `pool` (`reason`:
+    /// queue_full, tenant_queue_full, waited, no_room).
+    pub fn capacity_refusal(&self, pool: CapacityPool, reason: &'static str) {
+        if !self.is_enabled() {
+            return;
+        }
+        self.inner.capacity_refusals.with_label_values(&[pool.as_str(), reason]).inc();
+    }
+
+    /// Records how long a call waited in `pool`'s queue before its place.
+    pub fn capacity_wait(&self, pool: CapacityPool, waited: Duration) {
+        if !self.is_enabled() {
+            return;
+        }
+        self.inner.capacity_wait[pool as usize].observe(waited.as_secs_f64());
+    }
+
+    /// Sets the capacity gauges read at scrape time: each pool's figures,
+    /// and `(tenant, pool, in_use, waiting)` of the tenants holding or
+    /// waiting now (the first [`MAX_LABEL_VALUES`] by name; the others
+    /// are summed under [`OVERFLOW_LABEL`]).
+    pub fn set_capacity(&self, pools: [PoolFigures; 2], tenants: &[(&str, CapacityPool, u64, u64)]) {
+        for (index, figures) in pools.iter().enumerate() {
+            self.inner.capacity_in_use[index].set(figures.in_use as i64);
+            self.inner.capacity_waiting[index].set(figures.waiting as i64);
+            self.inner.capacity_limit[index].set(figures.limit as i64);
+        }
+        let (in_use, waiting) = (&self.inner.tenant_capacity_in_use, &self.inner.tenant_capacity_waiting);
+        in_use.reset();
+        waiting.reset();
+        let mut named = std::collections::BTreeSet::new();
+        for (tenant, pool, held, queued) in tenants {
+            let label = if named.contains(tenant) || named.len() < MAX_LABEL_VALUES {
+                named.insert(*tenant);
+                *tenant
+            } else {
+                OVERFLOW_LABEL
+            };
+            in_use.with_label_values(&[label, pool.as_str()]).add(*held as i64);
+            waiting.with_label_values(&[label, pool.as_str()]).add(*queued as i64);
+        }
     }
 
     /// The counters of family `name` (without the `pilotage_` prefix, e.g.

@@ -126,6 +126,7 @@ pub async fn settings(backend: Backend) -> Settings {
     let mut settings =
         Settings { listen: "127.0.0.1:0".parse().unwrap(), data_dir, database_url, ..Settings::default() };
     settings.bounds = test_bounds();
+    settings.capacity = test_capacity();
     settings.request_timeout_ms = settings.bounds.execution.wall_time_ms + 10_000;
     settings.demo_postgres = "off".to_owned();
     settings
@@ -191,6 +192,18 @@ pub fn test_bounds() -> Bounds {
     }
 }
 
+/// The capacity of a test server: pools far below a node's (each pooled
+/// memory reserves 4 GiB of address space, and tests run several servers
+/// in one process at once), a short wait for a Run's place.
+pub fn test_capacity() -> pilotage_engine::Capacity {
+    pilotage_engine::Capacity {
+        validation_instances: 16,
+        run_instances: 256,
+        run_wait_ms: 4_000,
+        ..pilotage_engine::Capacity::default()
+    }
+}
+
 /// One engine for the test binary.
 pub fn engine() -> &'static Engine {
     static ENGINE: OnceLock<Engine> = OnceLock::new();
@@ -222,11 +235,12 @@ pub fn demo_catalog() -> CatalogSnapshot {
 /// An invoker answering from a function, recording nothing itself.
 pub struct FnInvoker<F>(pub F);
 
+#[async_trait::async_trait]
 impl<F> Invoker for FnInvoker<F>
 where
     F: Fn(&CatalogEntry, &Value) -> Result<Value, InvokeError> + Send + Sync,
 {
-    fn invoke(&self, entry: &CatalogEntry, input: &Value) -> Result<Value, InvokeError> {
+    async fn invoke(&self, entry: &CatalogEntry, input: &Value) -> Result<Value, InvokeError> {
         (self.0)(entry, input)
     }
 }

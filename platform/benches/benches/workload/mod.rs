@@ -17,12 +17,28 @@ use serde_json::{Value, json};
 /// Starts the real server in-process with `settings` (its data folder
 /// emptied first) and raises the demo tenant's quotas so they never cap a
 /// benchmark's load (the endpoint and load benchmarks).
-pub async fn start_demo_server(settings: Settings) -> Server {
+pub async fn start_demo_server(mut settings: Settings) -> Server {
+    bench_capacity(&mut settings);
     let _ = std::fs::remove_dir_all(&settings.data_dir);
     let server = start(settings, &pilotage_bundled::ALL).await.expect("the server starts");
     let tenant = server.platform.tenant("demo").expect("the demo tenant");
     tenant.set_quotas(Quotas { requests_per_second: 1_000_000, max_concurrent_runs: 256, ..Quotas::default() });
     server
+}
+
+/// Run slots of an in-process bench server whose settings leave them to
+/// the node: enough for any workload here, and small enough that the
+/// several servers a bench starts at once do not reserve the address
+/// space of a node's pool each (4 GiB per slot: docs/architecture.md,
+/// "Capacity").
+pub const BENCH_RUN_INSTANCES: u32 = 512;
+
+/// Bounds the Runs' pool of a bench server at [`BENCH_RUN_INSTANCES`]
+/// unless its settings chose a size.
+pub fn bench_capacity(settings: &mut Settings) {
+    if settings.capacity.run_instances == 0 {
+        settings.capacity.run_instances = BENCH_RUN_INSTANCES;
+    }
 }
 
 /// The 10-step program; `nonce` only changes a literal.

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
+use futures::executor::block_on;
 use pilotage_engine::catalog::CatalogSnapshot;
 use pilotage_engine::description::ProgramKind;
 use pilotage_engine::effects::{InvokeError, Invoker};
@@ -132,8 +133,9 @@ pub(crate) struct ExampleInvoker {
     examples: std::collections::BTreeMap<String, Value>,
 }
 
+#[async_trait::async_trait]
 impl Invoker for ExampleInvoker {
-    fn invoke(&self, entry: &CatalogEntry, _input: &Value) -> Result<Value, InvokeError> {
+    async fn invoke(&self, entry: &CatalogEntry, _input: &Value) -> Result<Value, InvokeError> {
         self.examples.get(&entry.id).cloned().ok_or_else(|| {
             InvokeError::Unavailable(format!("the catalog file gives no example_output for '{}'", entry.id))
         })
@@ -212,7 +214,8 @@ pub(crate) fn language_check(args: CheckArgs) -> Result<ExitCode> {
             bounds.nesting_depth,
         )
         .map_err(|failure| anyhow::anyhow!("bounds_exceeded: {failure}"))?;
-        let validated = validation::validate(&component, &program, None, &catalog)
+        // The engine's calls are async; here nothing else runs meanwhile.
+        let validated = block_on(validation::validate(&component, &program, None, &catalog))
             .map_err(|failure| anyhow::anyhow!("{failure}"))?;
         say!("ValidateResponse:");
         say!("{}", serde_json::to_string_pretty(&validated.response)?);
@@ -221,14 +224,14 @@ pub(crate) fn language_check(args: CheckArgs) -> Result<ExitCode> {
                 say!("Not executed: the program is invalid.");
             } else {
                 let input = args.input.as_ref().map(read_json).transpose()?;
-                let findings =
-                    validation::bind_input(&component, &program, input.as_ref()).map_err(|f| anyhow::anyhow!("{f}"))?;
+                let findings = block_on(validation::bind_input(&component, &program, input.as_ref()))
+                    .map_err(|f| anyhow::anyhow!("{f}"))?;
                 if !findings.is_empty() {
                     say!("Not executed: input_binding findings:");
                     say!("{}", serde_json::to_string_pretty(&findings)?);
                 } else {
                     let run_id = "run_check".to_owned();
-                    let execution = execution::execute(
+                    let execution = block_on(execution::execute(
                         &component,
                         ExecutionRequest {
                             program: &program,
@@ -245,7 +248,7 @@ pub(crate) fn language_check(args: CheckArgs) -> Result<ExitCode> {
                             clock_ms: None,
                             run_id: &run_id,
                         },
-                    );
+                    ));
                     let trace = pilotage_protocol::trace::at_level(
                         &execution.trace,
                         description.trace_ceiling.min(TraceLevel::Full),
@@ -256,6 +259,7 @@ pub(crate) fn language_check(args: CheckArgs) -> Result<ExitCode> {
                         output: execution.output,
                         diagnostics: None,
                         trace,
+                        retry_after_ms: None,
                     };
                     say!("ExecuteResponse:");
                     say!("{}", serde_json::to_string_pretty(&response)?);

@@ -4,6 +4,7 @@
 
 use std::sync::{Arc, OnceLock};
 
+use futures::executor::block_on;
 use pilotage_engine::catalog::CatalogSnapshot;
 use pilotage_engine::description::ProgramKind;
 use pilotage_engine::execution::{self, Execution, ExecutionRequest};
@@ -39,14 +40,14 @@ fn program(text: &str) -> Program {
 }
 
 fn validate(component: &Component, text: &str) -> Result<validation::Validated, ValidationFailure> {
-    validation::validate(component, &program(text), None, &catalog())
+    block_on(validation::validate(component, &program(text), None, &catalog()))
 }
 
 fn execute_on(component: &Component, text: &str) -> Execution {
     let program = program(text);
-    let validated = validation::validate(component, &program, None, &catalog()).expect("validates");
+    let validated = block_on(validation::validate(component, &program, None, &catalog())).expect("validates");
     assert!(validated.response.valid, "{:?}", validated.response);
-    execution::execute(
+    block_on(execution::execute(
         component,
         ExecutionRequest {
             program: &program,
@@ -63,7 +64,7 @@ fn execute_on(component: &Component, text: &str) -> Execution {
             clock_ms: None,
             run_id: "run_test",
         },
-    )
+    ))
 }
 
 fn execute(text: &str) -> Execution {
@@ -215,11 +216,12 @@ fn a_wall_time_bound_stops_a_spin_near_its_deadline() {
     let engine = Engine::new(bounds, None).unwrap();
     let component = engine.load(HOSTILE).unwrap();
     let started = std::time::Instant::now();
-    let error = component
-        .call(CallKind::Validation, pilotage_engine::host::CallContext::validation(catalog()), |language, store| {
-            language.call_validate(store, "validate:spin", None)
-        })
-        .unwrap_err();
+    let error = block_on(async {
+        let mut call =
+            component.start(CallKind::Validation, pilotage_engine::host::CallContext::validation(catalog())).await?;
+        call.validate("validate:spin", None).await
+    })
+    .unwrap_err();
     let elapsed = started.elapsed();
     assert_eq!(error, CallError::Timeout(300));
     assert!(elapsed.as_millis() >= 290 && elapsed.as_millis() < 2_000, "stopped after {elapsed:?}");

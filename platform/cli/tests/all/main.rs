@@ -4,6 +4,7 @@ mod endpoint;
 mod support;
 
 mod browser;
+mod capacity;
 mod client_vectors;
 mod conformance;
 mod console;

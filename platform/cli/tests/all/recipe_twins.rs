@@ -10,6 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use futures::executor::block_on;
 use pilotage_client::conformance::binding::{Binding, MemberCases, Sample};
 use pilotage_engine::catalog::{CatalogSnapshot, TenantCatalog};
 use pilotage_engine::effects::Invoker;
@@ -215,12 +216,12 @@ pub fn assert_runs_as_the_rust_recipe(engine: &Engine, built: &Path, twin: &str)
     for (name, value, input) in &programs {
         let input = input.clone();
         let (other_program, rust_program) = (program(&other, value), program(&rust, value));
-        let found = validation::validate(&other, &other_program, None, &snapshot).expect("validates");
-        let expected = validation::validate(&rust, &rust_program, None, &snapshot).expect("validates");
+        let found = block_on(validation::validate(&other, &other_program, None, &snapshot)).expect("validates");
+        let expected = block_on(validation::validate(&rust, &rust_program, None, &snapshot)).expect("validates");
         assert_eq!(found.response, expected.response, "{twin}, {name}: validate differs for {value}");
         assert_eq!(found.references, expected.references, "{twin}, {name}: references differ");
-        let other_binding = validation::bind_input(&other, &other_program, input.as_ref()).expect("binds");
-        let rust_binding = validation::bind_input(&rust, &rust_program, input.as_ref()).expect("binds");
+        let other_binding = block_on(validation::bind_input(&other, &other_program, input.as_ref())).expect("binds");
+        let rust_binding = block_on(validation::bind_input(&rust, &rust_program, input.as_ref())).expect("binds");
         assert_eq!(other_binding, rust_binding, "{twin}, {name}: bind-input differs for {input:?}");
         // Runs of valid programs with a fitting input, except the one whose
         // output outgrows the bounds (the engines stop it at different
@@ -229,7 +230,7 @@ pub fn assert_runs_as_the_rust_recipe(engine: &Engine, built: &Path, twin: &str)
             continue;
         }
         let run = |component: &Component, program: &Program, validated: &validation::Validated| {
-            comparable(execution::execute(
+            comparable(block_on(execution::execute(
                 component,
                 ExecutionRequest {
                     program,
@@ -246,7 +247,7 @@ pub fn assert_runs_as_the_rust_recipe(engine: &Engine, built: &Path, twin: &str)
                     clock_ms: None,
                     run_id: "run_twin",
                 },
-            ))
+            )))
         };
         let other_run = run(&other, &other_program, &found);
         assert_eq!(other_run, run(&rust, &rust_program, &expected), "{twin}, {name}: the Run differs");

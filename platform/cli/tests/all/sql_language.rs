@@ -45,6 +45,12 @@ fn runtime() -> &'static tokio::runtime::Runtime {
     })
 }
 
+/// Drives one of the engine's calls to completion on the tests' runtime
+/// (the data sources' connections live there).
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    runtime().block_on(future)
+}
+
 fn sql() -> &'static Component {
     static COMPONENT: OnceLock<Component> = OnceLock::new();
     COMPONENT.get_or_init(|| engine().load(pilotage_bundled::SQL).expect("sql loads"))
@@ -118,7 +124,7 @@ fn program(text: &str) -> Program {
 }
 
 fn validate_in(text: &str, catalog: &CatalogSnapshot) -> Validated {
-    let validated = validation::validate(sql(), &program(text), None, catalog).expect("validation runs");
+    let validated = block_on(validation::validate(sql(), &program(text), None, catalog)).expect("validation runs");
     assert_schema("ValidateResponse", &serde_json::to_value(&validated.response).unwrap());
     validated
 }
@@ -137,10 +143,11 @@ struct Counting {
     begins: AtomicUsize,
 }
 
+#[async_trait::async_trait]
 impl DataSource for Counting {
-    fn begin(&self, read_only: bool, deadline: Option<Instant>) -> Result<Box<dyn SqlSession>, SqlError> {
+    async fn begin(&self, read_only: bool, deadline: Option<Instant>) -> Result<Box<dyn SqlSession>, SqlError> {
         self.begins.fetch_add(1, Ordering::SeqCst);
-        self.inner.begin(read_only, deadline)
+        self.inner.begin(read_only, deadline).await
     }
 }
 
@@ -170,11 +177,11 @@ fn execute_with(
     source: Arc<dyn DataSource>,
 ) -> (Validated, Execution) {
     let program = program(text);
-    let validated = validation::validate(component, &program, None, catalog).expect("validation runs");
+    let validated = block_on(validation::validate(component, &program, None, catalog)).expect("validation runs");
     assert_schema("ValidateResponse", &serde_json::to_value(&validated.response).unwrap());
-    let bound = validation::bind_input(component, &program, input.as_ref()).expect("bind-input runs");
+    let bound = block_on(validation::bind_input(component, &program, input.as_ref())).expect("bind-input runs");
     assert!(bound.is_empty(), "{bound:?}");
-    let execution = execution::execute(
+    let execution = block_on(execution::execute(
         component,
         ExecutionRequest {
             program: &program,
@@ -191,7 +198,7 @@ fn execute_with(
             clock_ms: None,
             run_id: "run_sql_test",
         },
-    );
+    ));
     assert_schema("Trace", &serde_json::to_value(&execution.trace).unwrap());
     (validated, execution)
 }
@@ -322,14 +329,19 @@ fn every_diagnostic_code_in_both_polarities_through_the_component() {
     // The reserved codes: context_binding from the host, input_binding
     // from bind-input.
     let with_context =
-        validation::validate(sql(), &program("SELECT 1"), Some(&json!({"x": 1})), &demo_catalog()).unwrap();
+        block_on(validation::validate(sql(), &program("SELECT 1"), Some(&json!({"x": 1})), &demo_catalog())).unwrap();
     assert_eq!(codes(&with_context), ["context_binding"]);
     let bound =
-        validation::bind_input(sql(), &program("SELECT name FROM customers WHERE id = $1"), Some(&json!([]))).unwrap();
+        block_on(validation::bind_input(sql(), &program("SELECT name FROM customers WHERE id = $1"), Some(&json!([]))))
+            .unwrap();
     assert_eq!(bound[0].code, "input_binding");
     assert_eq!(bound[0].path, Locator::Pointer(String::new()));
-    let fine =
-        validation::bind_input(sql(), &program("SELECT name FROM customers WHERE id = $1"), Some(&json!([3]))).unwrap();
+    let fine = block_on(validation::bind_input(
+        sql(),
+        &program("SELECT name FROM customers WHERE id = $1"),
+        Some(&json!([3])),
+    ))
+    .unwrap();
     assert!(fine.is_empty());
 }
 
@@ -396,7 +408,7 @@ fn known_bypasses_are_refused_before_reaching_the_database() {
         assert!(!validated.response.valid, "{text} must be invalid");
         assert!(validated.statements.is_empty(), "{text}: no statement may run");
         // Even a host that executed it anyway could run nothing.
-        let execution = execution::execute(
+        let execution = block_on(execution::execute(
             sql(),
             ExecutionRequest {
                 program: &program,
@@ -413,7 +425,7 @@ fn known_bypasses_are_refused_before_reaching_the_database() {
                 clock_ms: None,
                 run_id: "run_bypass",
             },
-        );
+        ));
         assert!(!execution.outcome.ok, "{text}");
         assert_eq!(counting.begins.load(Ordering::SeqCst), 0, "{text} opened a transaction");
     }
@@ -423,11 +435,11 @@ fn known_bypasses_are_refused_before_reaching_the_database() {
 
 #[test]
 fn a_read_only_plan_runs_in_a_read_only_transaction() {
-    let session = scratch().begin(true, None).expect("a transaction");
+    let session = block_on(scratch().begin(true, None)).expect("a transaction");
     let mut session = session;
-    let refused = session.query("INSERT INTO pilotage_sqltest.notes (id, body) VALUES (-1, 'x')", &json!([]));
+    let refused = block_on(session.query("INSERT INTO pilotage_sqltest.notes (id, body) VALUES (-1, 'x')", &json!([])));
     assert!(refused.unwrap_err().to_string().contains("read-only transaction"));
-    session.rollback();
+    block_on(session.rollback());
     assert_eq!(admin_value("SELECT count(*) FROM pilotage_sqltest.notes WHERE id = -1"), 0);
 }
 
@@ -566,7 +578,7 @@ fn an_unreachable_database_is_a_clear_error() {
     assert!(error.to_string().contains("unreachable at 127.0.0.1:1/test"), "{error}");
     let demo = runtime().block_on(ensure_demo_database("postgres://postgres@127.0.0.1:1/test")).unwrap_err();
     assert!(demo.to_string().contains("unreachable"), "{demo}");
-    assert!(source.begin(true, None).is_err());
+    assert!(block_on(source.begin(true, None)).is_err());
 }
 
 #[test]
@@ -595,13 +607,13 @@ ORDER BY amount DESC
 LIMIT 10";
     let catalog = demo_catalog();
     let program = program(text);
-    let first = validation::validate(sql(), &program, None, &catalog).unwrap();
+    let first = block_on(validation::validate(sql(), &program, None, &catalog)).unwrap();
     assert!(first.response.valid);
     assert_eq!(first.response.plan.as_ref().unwrap().steps.len(), 4);
     let mut samples: Vec<Duration> = (0..60)
         .map(|_| {
             let started = Instant::now();
-            let validated = validation::validate(sql(), &program, None, &catalog).unwrap();
+            let validated = block_on(validation::validate(sql(), &program, None, &catalog)).unwrap();
             assert!(validated.response.valid);
             started.elapsed()
         })
@@ -639,17 +651,16 @@ fn introspection_of_500_tables() {
 
 #[test]
 fn data_source_results_render_by_column_type() {
-    let mut session = demo().begin(true, None).unwrap();
-    let result: SqlResult = session
-        .query(
+    let mut session = block_on(demo().begin(true, None)).unwrap();
+    let result: SqlResult = block_on(session.query(
             "SELECT 1::int2 AS a, 2::int8 AS b, 1.5::float8 AS c, 12.30::numeric AS d, true AS e, 'x'::text AS f, \
              DATE '2025-01-02' AS g, TIMESTAMP '2025-01-02 03:04:05.5' AS h, TIMESTAMPTZ '2025-01-02 03:04:05+02' AS i, \
              '{\"k\": [1]}'::jsonb AS j, '123e4567-e89b-12d3-a456-426614174000'::uuid AS k, ARRAY[1, NULL, 3] AS l, \
              NULL::text AS m, '1 day'::interval AS n, ARRAY['a', 'b'] AS o",
             &json!([]),
-        )
+        ))
         .unwrap();
-    session.rollback();
+    block_on(session.rollback());
     assert_eq!(
         result.rows,
         json!([[
@@ -846,21 +857,20 @@ fn the_relations_allow_list_cannot_be_bypassed_through_the_search_path() {
 #[test]
 fn a_runs_search_path_holds_no_tenant_schema() {
     let payrolls = Payrolls::new(false);
-    let mut session = payrolls.source.source.begin(true, None).unwrap();
-    let unqualified = session.query("SELECT salary FROM payroll", &json!([])).unwrap_err();
+    let mut session = block_on(payrolls.source.source.begin(true, None)).unwrap();
+    let unqualified = block_on(session.query("SELECT salary FROM payroll", &json!([]))).unwrap_err();
     assert!(unqualified.to_string().contains("does not exist"), "{unqualified}");
-    session.rollback();
-    let mut session = payrolls.source.source.begin(true, None).unwrap();
-    let path = session.query("SELECT current_setting('search_path') AS p", &json!([])).unwrap();
+    block_on(session.rollback());
+    let mut session = block_on(payrolls.source.source.begin(true, None)).unwrap();
+    let path = block_on(session.query("SELECT current_setting('search_path') AS p", &json!([]))).unwrap();
     assert_eq!(path.rows, json!([["pg_catalog, pg_temp"]]));
-    let builtins = session
-        .query(
-            "SELECT lower('A') AS l, '1 day'::interval AS i, now()::date <= current_date AS d, $1::int4 + 1 AS n",
-            &json!([1]),
-        )
-        .unwrap();
+    let builtins = block_on(session.query(
+        "SELECT lower('A') AS l, '1 day'::interval AS i, now()::date <= current_date AS d, $1::int4 + 1 AS n",
+        &json!([1]),
+    ))
+    .unwrap();
     assert_eq!(builtins.rows, json!([["a", "P0M1DT0S", true, 2]]));
-    session.rollback();
+    block_on(session.rollback());
 }
 
 /// The sql component on an engine whose execution wall time is 1.5 s.
@@ -929,26 +939,28 @@ struct LateAnswer(Arc<PostgresDataSource>);
 
 struct LateAnswerSession(Box<dyn SqlSession>, Option<Instant>);
 
+#[async_trait::async_trait]
 impl DataSource for LateAnswer {
-    fn begin(&self, read_only: bool, deadline: Option<Instant>) -> Result<Box<dyn SqlSession>, SqlError> {
-        Ok(Box::new(LateAnswerSession(self.0.begin(read_only, deadline)?, deadline)))
+    async fn begin(&self, read_only: bool, deadline: Option<Instant>) -> Result<Box<dyn SqlSession>, SqlError> {
+        Ok(Box::new(LateAnswerSession(self.0.begin(read_only, deadline).await?, deadline)))
     }
 }
 
+#[async_trait::async_trait]
 impl SqlSession for LateAnswerSession {
-    fn query(&mut self, statement: &str, params: &Value) -> Result<SqlResult, SqlError> {
+    async fn query(&mut self, statement: &str, params: &Value) -> Result<SqlResult, SqlError> {
         if statement.contains("order_lines") {
             let late = self.1.expect("a deadline") + Duration::from_millis(100);
-            std::thread::sleep(late.saturating_duration_since(Instant::now()));
+            tokio::time::sleep(late.saturating_duration_since(Instant::now())).await;
             return Err(SqlError::Statement("canceling statement due to statement timeout (SQLSTATE 57014)".into()));
         }
-        self.0.query(statement, params)
+        self.0.query(statement, params).await
     }
-    fn commit(self: Box<Self>) -> Result<(), CommitError> {
-        self.0.commit()
+    async fn commit(self: Box<Self>) -> Result<(), CommitError> {
+        self.0.commit().await
     }
-    fn rollback(self: Box<Self>) {
-        self.0.rollback();
+    async fn rollback(self: Box<Self>) {
+        self.0.rollback().await;
     }
 }
 
@@ -1011,22 +1023,24 @@ struct LostCommit(Arc<PostgresDataSource>);
 
 struct LostCommitSession(Box<dyn SqlSession>);
 
+#[async_trait::async_trait]
 impl DataSource for LostCommit {
-    fn begin(&self, read_only: bool, deadline: Option<Instant>) -> Result<Box<dyn SqlSession>, SqlError> {
-        Ok(Box::new(LostCommitSession(self.0.begin(read_only, deadline)?)))
+    async fn begin(&self, read_only: bool, deadline: Option<Instant>) -> Result<Box<dyn SqlSession>, SqlError> {
+        Ok(Box::new(LostCommitSession(self.0.begin(read_only, deadline).await?)))
     }
 }
 
+#[async_trait::async_trait]
 impl SqlSession for LostCommitSession {
-    fn query(&mut self, statement: &str, params: &Value) -> Result<SqlResult, SqlError> {
-        self.0.query(statement, params)
+    async fn query(&mut self, statement: &str, params: &Value) -> Result<SqlResult, SqlError> {
+        self.0.query(statement, params).await
     }
-    fn commit(self: Box<Self>) -> Result<(), CommitError> {
-        self.0.rollback();
+    async fn commit(self: Box<Self>) -> Result<(), CommitError> {
+        self.0.rollback().await;
         Err(CommitError::Unknown("connection reset during COMMIT".into()))
     }
-    fn rollback(self: Box<Self>) {
-        self.0.rollback();
+    async fn rollback(self: Box<Self>) {
+        self.0.rollback().await;
     }
 }
 

@@ -4,6 +4,7 @@
 //! never shared; a shared component still runs every call in its own store
 //! against the caller's own catalog (Part II §10.1 bounded evaluation).
 
+use futures::executor::block_on;
 use pilotage_engine::catalog::CatalogSnapshot;
 use pilotage_engine::description::ProgramKind;
 use pilotage_engine::validation::{self, Program};
@@ -27,7 +28,7 @@ fn calls(capability_id: &str) -> Program {
 }
 
 fn valid(component: &Component, program: &Program, catalog: &CatalogSnapshot) -> bool {
-    validation::validate(component, program, None, catalog).expect("validation runs").response.valid
+    block_on(validation::validate(component, program, None, catalog)).expect("validation runs").response.valid
 }
 
 #[test]

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use futures::executor::block_on;
 use pilotage_engine::catalog::CatalogSnapshot;
 use pilotage_engine::description::{Exposure, ProgramKind};
 use pilotage_engine::effects::Invoker;
@@ -23,16 +24,17 @@ fn program(value: Value) -> Program {
 }
 
 fn validate(value: Value) -> Validated {
-    let validated = validation::validate(workflow(), &program(value), None, &demo_catalog()).expect("validation runs");
+    let validated =
+        block_on(validation::validate(workflow(), &program(value), None, &demo_catalog())).expect("validation runs");
     assert_schema("ValidateResponse", &serde_json::to_value(&validated.response).unwrap());
     validated
 }
 
 fn run_with(value: Value, input: Option<Value>, invoker: Arc<dyn Invoker>) -> Execution {
     let program = program(value);
-    let validated = validation::validate(workflow(), &program, None, &demo_catalog()).unwrap();
+    let validated = block_on(validation::validate(workflow(), &program, None, &demo_catalog())).unwrap();
     assert!(validated.response.valid, "{:?}", validated.response.diagnostics);
-    let execution = execution::execute(
+    let execution = block_on(execution::execute(
         workflow(),
         ExecutionRequest {
             program: &program,
@@ -49,7 +51,7 @@ fn run_with(value: Value, input: Option<Value>, invoker: Arc<dyn Invoker>) -> Ex
             clock_ms: None,
             run_id: "run_test",
         },
-    );
+    ));
     assert_schema("Trace", &serde_json::to_value(&execution.trace).unwrap());
     execution
 }
@@ -119,9 +121,13 @@ fn spec_example_9_4_is_valid_planned_and_runs() {
 
 #[test]
 fn supplied_context_is_a_context_binding_finding() {
-    let validated =
-        validation::validate(workflow(), &program(spec_9_4()), Some(&json!({"any": "value"})), &demo_catalog())
-            .unwrap();
+    let validated = block_on(validation::validate(
+        workflow(),
+        &program(spec_9_4()),
+        Some(&json!({"any": "value"})),
+        &demo_catalog(),
+    ))
+    .unwrap();
     assert!(!validated.response.valid);
     assert!(
         validated
@@ -149,12 +155,12 @@ fn invisible_entries_are_never_named_in_hints() {
     let visible: Vec<_> =
         crate::support::demo_entries().into_iter().filter(|e| e.id != "cap_read_user_profile").collect();
     let catalog = CatalogSnapshot::hashed(visible);
-    let validated = validation::validate(
+    let validated = block_on(validation::validate(
         workflow(),
         &program(json!({"steps": [{"id": "p", "kind": "call", "capability": "cap_read_user_profil", "with": {"user_id": "1"}}]})),
         None,
         &catalog,
-    )
+    ))
     .unwrap();
     let text = serde_json::to_string(&validated.response).unwrap();
     assert!(!text.contains("cap_read_user_profile"), "{text}");
@@ -290,9 +296,9 @@ fn a_failure_before_any_invocation_is_error() {
 #[test]
 fn input_is_bound_with_pointers_into_input() {
     let program = program(json!({"input": {"userId": "string"}, "steps": []}));
-    let good = validation::bind_input(workflow(), &program, Some(&json!({"userId": "42"}))).unwrap();
+    let good = block_on(validation::bind_input(workflow(), &program, Some(&json!({"userId": "42"})))).unwrap();
     assert!(good.is_empty());
-    let bad = validation::bind_input(workflow(), &program, Some(&json!({"userId": 42}))).unwrap();
+    let bad = block_on(validation::bind_input(workflow(), &program, Some(&json!({"userId": 42})))).unwrap();
     assert_eq!(bad.len(), 1);
     assert_eq!(bad[0].code, "input_binding");
     assert_eq!(bad[0].path, Locator::Pointer("/userId".into()));
@@ -331,7 +337,7 @@ fn a_component_of_the_previous_minor_version_still_loads_and_validates() {
         }
         let program = program(json!({"steps": [{"id": "p", "kind": "call", "capability": "cap_read_user_profile",
             "with": {"user_id": "$.input.userId"}}]}));
-        let validated = validation::validate(&component, &program, None, &demo_catalog()).unwrap();
+        let validated = block_on(validation::validate(&component, &program, None, &demo_catalog())).unwrap();
         assert!(validated.response.valid, "{:?}", validated.response.diagnostics);
     }
 }

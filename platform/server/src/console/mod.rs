@@ -25,9 +25,11 @@
 //! - Pages: a tenant's overview with quotas, their use and live figures
 //!   ([`figures`]); Languages; catalog; data sources; deployments and
 //!   their firings; retained Runs with filters and the Run view ([`runs`]);
-//!   the audit log ([`pages`]).
+//!   the audit log ([`pages`]); the replica's capacity, on the operator's
+//!   home and each tenant's overview ([`capacity`]).
 
 pub(crate) mod assets;
+mod capacity;
 mod figures;
 mod pages;
 mod runs;

@@ -54,11 +54,12 @@ pub(super) async fn overview(State(state): State<AdminState>, page: TenantPage) 
          <section aria-labelledby=\"quotas\"><h2 id=\"quotas\">Quotas and their use</h2><table id=\"quota-table\"><thead><tr><th scope=\"col\">Quota</th><th scope=\"col\">In use</th><th scope=\"col\">Limit</th></tr></thead><tbody>{quota_rows}</tbody></table></section>\
          <section aria-labelledby=\"figures-title\" id=\"figures\" data-src=\"/console/t/{t}/figures.json\"><h2 id=\"figures-title\">Live figures</h2>\
          <p class=\"note\">Updated every 5 seconds. Runs and firings are this tenant's, from its stored records of the last 24 hours{platform}.</p>\
-         <div class=\"charts\" id=\"charts\"><p>Loading…</p></div></section>",
+         <div class=\"charts\" id=\"charts\"><p>Loading…</p></div></section>{capacity}",
         languages = live.languages().len(),
         entries = live.with_catalog(|catalog| catalog.all().count()),
         deployments = deployments.len(),
         state = if live.is_disabled() { "; the tenant is disabled" } else { "" },
+        capacity = super::capacity::tenant_section(&state.platform, tenant),
         platform = if viewer.operator() {
             "; requests and platform-wide Runs are this replica's counters since it started"
         } else {

@@ -231,8 +231,9 @@ pub(super) async fn home(State(state): State<AdminState>, headers: HeaderMap) ->
         ));
     }
     let body = format!(
-        "<table><caption>{} tenants</caption><thead><tr><th scope=\"col\">Tenant</th><th scope=\"col\">Languages</th><th scope=\"col\">State</th></tr></thead><tbody>{rows}</tbody></table>",
-        tenants.len()
+        "<table><caption>{} tenants</caption><thead><tr><th scope=\"col\">Tenant</th><th scope=\"col\">Languages</th><th scope=\"col\">State</th></tr></thead><tbody>{rows}</tbody></table>{}",
+        tenants.len(),
+        super::capacity::operator_section(&state.platform)
     );
     page(&state, &viewer, None, "Tenants", &body, &[])
 }

@@ -133,12 +133,8 @@ impl PostgresDataSource {
     /// `handle`. Connects lazily: an unreachable database shows at the
     /// first use ([`PostgresDataSource::check`] tests it at once).
     ///
-    /// The blocking [`DataSource`] methods drive sqlx futures with
-    /// `handle.block_on`: call them from a blocking thread (a Run's
-    /// `spawn_blocking` thread, or a plain thread), never from inside an
-    /// async task, and give the handle of a multi-thread runtime (a
-    /// current-thread runtime's IO driver does not run under
-    /// `Handle::block_on`).
+    /// The [`DataSource`] methods are async and run on that runtime; a
+    /// session dropped without an end rolls back there too.
     ///
     /// # Errors
     /// [`DataSourceError::Config`] when the URL does not parse or no
@@ -268,26 +264,23 @@ impl PostgresDataSource {
     }
 }
 
+#[async_trait::async_trait]
 impl DataSource for PostgresDataSource {
-    fn begin(&self, read_only: bool, deadline: Option<Instant>) -> Result<Box<dyn SqlSession>, SqlError> {
+    async fn begin(&self, read_only: bool, deadline: Option<Instant>) -> Result<Box<dyn SqlSession>, SqlError> {
         let timeout = statement_timeout_for(self.config.statement_timeout, deadline, Instant::now())
             .ok_or_else(|| SqlError::Deadline(NO_TIME_LEFT.to_owned()))?;
-        let transaction = self
-            .handle
-            .block_on(async {
-                match deadline {
-                    // Waiting for a connection counts against the Run too.
-                    Some(deadline) => tokio::time::timeout_at(deadline.into(), self.open(read_only, timeout))
-                        .await
-                        .unwrap_or_else(|_| {
-                            Err(DataSourceError::Database(
-                                "the Run's wall-time bound was reached while waiting for a connection".into(),
-                            ))
-                        }),
-                    None => self.open(read_only, timeout).await,
-                }
-            })
-            .map_err(|error| SqlError::Connection(error.to_string()))?;
+        let transaction = match deadline {
+            // Waiting for a connection counts against the Run too.
+            Some(deadline) => {
+                tokio::time::timeout_at(deadline.into(), self.open(read_only, timeout)).await.unwrap_or_else(|_| {
+                    Err(DataSourceError::Database(
+                        "the Run's wall-time bound was reached while waiting for a connection".into(),
+                    ))
+                })
+            }
+            None => self.open(read_only, timeout).await,
+        }
+        .map_err(|error| SqlError::Connection(error.to_string()))?;
         Ok(Box::new(PostgresSession {
             transaction: Some(transaction),
             handle: self.handle.clone(),
@@ -517,25 +510,25 @@ fn row_json(row: &PgRow) -> Value {
     Value::Array(values)
 }
 
+#[async_trait::async_trait]
 impl SqlSession for PostgresSession {
-    fn query(&mut self, statement: &str, params: &Value) -> Result<SqlResult, SqlError> {
-        let handle = self.handle.clone();
-        handle.block_on(self.run(statement, params)).map_err(|failure| match failure {
+    async fn query(&mut self, statement: &str, params: &Value) -> Result<SqlResult, SqlError> {
+        self.run(statement, params).await.map_err(|failure| match failure {
             StatementFailure::Failed(message) => SqlError::Statement(message),
             StatementFailure::RunOutOfTime(message) => SqlError::Deadline(message),
         })
     }
 
-    fn commit(mut self: Box<Self>) -> Result<(), CommitError> {
+    async fn commit(mut self: Box<Self>) -> Result<(), CommitError> {
         match self.transaction.take() {
-            Some(transaction) => self.handle.block_on(transaction.commit()).map_err(commit_error),
+            Some(transaction) => transaction.commit().await.map_err(commit_error),
             None => Err(CommitError::RolledBack("the transaction had already ended".into())),
         }
     }
 
-    fn rollback(mut self: Box<Self>) {
+    async fn rollback(mut self: Box<Self>) {
         if let Some(transaction) = self.transaction.take()
-            && let Err(error) = self.handle.block_on(transaction.rollback())
+            && let Err(error) = transaction.rollback().await
         {
             tracing::warn!(%error, "rolling a Run's transaction back failed; the connection is discarded");
         }

@@ -21,7 +21,8 @@ use axum::routing::get;
 
 use crate::mcp::listeners::Listeners;
 use crate::tenancy::Platform;
-use pilotage_telemetry::metrics::TEXT_CONTENT_TYPE;
+use pilotage_engine::admission::Pool;
+use pilotage_telemetry::metrics::{CapacityPool, PoolFigures, TEXT_CONTENT_TYPE};
 
 /// What `/metrics` serves and who may read it.
 #[derive(Clone, Debug)]
@@ -54,7 +55,7 @@ impl MetricsEndpoint {
 /// The handler: 401 with `WWW-Authenticate: Bearer` when a token is
 /// required and not presented; else the exposition, with the gauges read
 /// now (open sessions and subscriptions, tenants, enabled deployments,
-/// MQTT subscriptions).
+/// MQTT subscriptions, the pools' capacity by pool and by tenant).
 pub(crate) async fn metrics_get(State(endpoint): State<MetricsEndpoint>, headers: HeaderMap) -> Response {
     if !endpoint.admits(&headers) {
         let mut response =
@@ -68,6 +69,24 @@ pub(crate) async fn metrics_get(State(endpoint): State<MetricsEndpoint>, headers
     metrics.set_gauges(sessions, subscriptions, platform.tenants().len());
     let deployments = platform.store().deployments_enabled_count().await.unwrap_or_default();
     metrics.set_deployment_gauges(deployments, platform.deployments().mqtt_held().await.len());
+    let usage = platform.engine().admission().usage();
+    let figures = usage.pools.each_ref().map(|pool| PoolFigures {
+        in_use: pool.calls,
+        waiting: pool.waiting,
+        limit: pool.admitted_calls,
+    });
+    let tenants: Vec<(&str, CapacityPool, u64, u64)> = usage
+        .tenants
+        .iter()
+        .map(|held| {
+            let pool = match held.pool {
+                Pool::Validation => CapacityPool::Validation,
+                Pool::Execution => CapacityPool::Execution,
+            };
+            (held.tenant.as_str(), pool, u64::from(held.calls), u64::from(held.waiting))
+        })
+        .collect();
+    metrics.set_capacity(figures, &tenants);
     ([(header::CONTENT_TYPE, HeaderValue::from_static(TEXT_CONTENT_TYPE))], metrics.encode()).into_response()
 }
 

@@ -117,14 +117,36 @@ async fn healthz() -> impl IntoResponse {
     (StatusCode::OK, "ok\n")
 }
 
+/// `/readyz`: 503 while the server drains, while its database does not
+/// answer, and while its capacity is saturated (a call waits for a place
+/// in a pool, or a pool's admitted part is at least
+/// `SATURATED_AT` in use), so a balancer steers new sessions to another
+/// replica; the body says which. 200 otherwise.
 async fn readyz(State(platform): State<Platform>) -> impl IntoResponse {
     if platform.in_flight().is_draining() {
-        (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n")
-    } else if platform.store().ping().await {
-        (StatusCode::OK, "ready\n")
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "the database does not answer\n")
+        return (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n".to_owned());
     }
+    if !platform.store().ping().await {
+        return (StatusCode::SERVICE_UNAVAILABLE, "the database does not answer\n".to_owned());
+    }
+    let usage = platform.engine().admission().usage();
+    if usage.saturated(pilotage_engine::admission::SATURATED_AT) {
+        let pools: Vec<String> = usage
+            .pools
+            .iter()
+            .map(|pool| {
+                format!(
+                    "{}: {} of {} calls, {} waiting",
+                    pool.pool.as_str(),
+                    pool.calls,
+                    pool.admitted_calls,
+                    pool.waiting
+                )
+            })
+            .collect();
+        return (StatusCode::SERVICE_UNAVAILABLE, format!("saturated: {}\n", pools.join("; ")));
+    }
+    (StatusCode::OK, "ready\n".to_owned())
 }
 
 /// The application router: `/mcp` and `/t/{tenant}/mcp` behind

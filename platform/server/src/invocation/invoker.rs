@@ -14,11 +14,10 @@ use pilotage_engine::catalog::HttpBinding;
 use pilotage_engine::effects::{InvokeError, Invoker};
 use pilotage_protocol::catalog::CatalogEntry;
 
-/// Invokes entries over HTTP. Blocking: it runs on the Run's own thread
-/// and drives the request on the server's runtime.
+/// Invokes entries over HTTP, on the runtime's workers: a Run waiting on
+/// the answer is a suspended task.
 pub(crate) struct HttpInvoker {
     egress: Confinement,
-    runtime: tokio::runtime::Handle,
     bindings: Arc<BTreeMap<String, HttpBinding>>,
     max_timeout: Duration,
     max_bytes: u64,
@@ -29,22 +28,20 @@ impl HttpInvoker {
     /// tenant's `egress`.
     pub(crate) fn new(
         egress: Confinement,
-        runtime: tokio::runtime::Handle,
         bindings: Arc<BTreeMap<String, HttpBinding>>,
         max_timeout: Duration,
         max_bytes: u64,
     ) -> HttpInvoker {
-        HttpInvoker { egress, runtime, bindings, max_timeout, max_bytes }
+        HttpInvoker { egress, bindings, max_timeout, max_bytes }
     }
 
-    /// Invokes the endpoint of `binding` with `input`, blocking on the
-    /// runtime.
+    /// Invokes the endpoint of `binding` with `input`.
     ///
     /// # Errors
     /// [`InvokeError::Failed`] when the endpoint fails, times out, answers
     /// a non-2xx status, or answers something too large or not JSON.
-    pub(crate) fn invoke_binding(&self, binding: &HttpBinding, input: &Value) -> Result<Value, InvokeError> {
-        self.invoke_with_headers(binding, input, &binding.headers)
+    pub(crate) async fn invoke_binding(&self, binding: &HttpBinding, input: &Value) -> Result<Value, InvokeError> {
+        self.invoke_with_headers(binding, input, &binding.headers).await
     }
 
     /// Like [`HttpInvoker::invoke_binding`], with the headers already
@@ -52,13 +49,13 @@ impl HttpInvoker {
     ///
     /// # Errors
     /// As [`HttpInvoker::invoke_binding`].
-    pub(crate) fn invoke_with_headers(
+    pub(crate) async fn invoke_with_headers(
         &self,
         binding: &HttpBinding,
         input: &Value,
         headers: &BTreeMap<String, String>,
     ) -> Result<Value, InvokeError> {
-        self.runtime.block_on(self.call(binding, input, headers)).map_err(InvokeError::Failed)
+        self.call(binding, input, headers).await.map_err(InvokeError::Failed)
     }
 
     /// The call itself; its failure is the message the Run records.
@@ -120,11 +117,12 @@ fn refusal(error: &reqwest::Error) -> Option<&DestinationRefused> {
     None
 }
 
+#[async_trait::async_trait]
 impl Invoker for HttpInvoker {
-    fn invoke(&self, entry: &CatalogEntry, input: &Value) -> Result<Value, InvokeError> {
+    async fn invoke(&self, entry: &CatalogEntry, input: &Value) -> Result<Value, InvokeError> {
         let Some(binding) = self.bindings.get(&entry.id) else {
             return Err(InvokeError::Unavailable(format!("'{}' has no HTTP binding", entry.id)));
         };
-        self.invoke_binding(binding, input)
+        self.invoke_binding(binding, input).await
     }
 }

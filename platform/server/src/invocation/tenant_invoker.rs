@@ -12,6 +12,7 @@ use serde_json::Value;
 use super::invoker::HttpInvoker;
 use super::promotion::{PromotedProgram, drifted};
 use crate::tenancy::{Platform, Principal, Tenant, ValidationCache};
+use pilotage_engine::admission::Pool;
 use pilotage_engine::catalog::CatalogSnapshot;
 use pilotage_engine::effects::{InvokeError, Invoker};
 use pilotage_engine::execution::{self, ExecutionRequest};
@@ -40,7 +41,6 @@ impl TenantInvoker {
         let bounds = platform.engine().bounds();
         let http = HttpInvoker::new(
             tenant.egress().clone(),
-            platform.runtime().clone(),
             Arc::default(),
             Duration::from_millis(bounds.invocation_timeout_ms),
             bounds.invocation_bytes,
@@ -64,7 +64,6 @@ impl TenantInvoker {
             snapshot,
             http: HttpInvoker::new(
                 self.tenant.egress().clone(),
-                self.platform.runtime().clone(),
                 Arc::default(),
                 Duration::from_millis(self.platform.engine().bounds().invocation_timeout_ms),
                 self.platform.engine().bounds().invocation_bytes,
@@ -74,8 +73,11 @@ impl TenantInvoker {
         }
     }
 
-    /// Runs a promoted program as a sub-Run and returns its output.
-    fn run_promoted(
+    /// Runs a promoted program as a sub-Run and returns its output. Its
+    /// component calls take their places in the node's pools as calls of
+    /// a Run (`Admission::admit_nested`): they never wait behind other
+    /// tenants, since the parent Run already holds its place.
+    async fn run_promoted(
         &self,
         program: &PromotedProgram,
         entry: &CatalogEntry,
@@ -124,11 +126,19 @@ impl TenantInvoker {
             snapshot.catalog_version(),
             None,
         );
+        let admission = self.platform.engine().admission();
+        let nested = |pool| {
+            admission
+                .admit_nested(pool, &self.tenant.id, component.need())
+                .map_err(|refused| InvokeError::Bound(refused.to_string()))
+        };
         let validated = match self.platform.validations().get(&key) {
             Some(hit) => hit,
             None => {
+                let _place = nested(Pool::Validation)?;
                 let result = Arc::new(
                     validation::validate(component, &program_text, None, &snapshot)
+                        .await
                         .map_err(|f| InvokeError::SubRun(f.to_string()))?,
                 );
                 self.platform.validations().put(key, result.clone());
@@ -138,12 +148,17 @@ impl TenantInvoker {
         if !validated.response.valid {
             return Err(InvokeError::SubRun(format!("promotion_drift: '{}' no longer validates", program.program_ref)));
         }
-        let findings = validation::bind_input(component, &program_text, Some(input))
-            .map_err(|f| InvokeError::SubRun(f.to_string()))?;
+        let findings = {
+            let _place = nested(Pool::Validation)?;
+            validation::bind_input(component, &program_text, Some(input))
+                .await
+                .map_err(|f| InvokeError::SubRun(f.to_string()))?
+        };
         if let Some(finding) = findings.first() {
             return Err(InvokeError::SubRun(format!("input_binding: {}", finding.message)));
         }
         let run_id = format!("{}/sub", program.program_ref);
+        let _place = nested(Pool::Execution)?;
         let execution = execution::execute(
             component,
             ExecutionRequest {
@@ -161,7 +176,8 @@ impl TenantInvoker {
                 clock_ms: None,
                 run_id: &run_id,
             },
-        );
+        )
+        .await;
         if execution.outcome.ok {
             Ok(execution.output.unwrap_or(Value::Null))
         } else {
@@ -175,8 +191,9 @@ impl TenantInvoker {
     }
 }
 
+#[async_trait::async_trait]
 impl Invoker for TenantInvoker {
-    fn invoke(&self, entry: &CatalogEntry, input: &Value) -> Result<Value, InvokeError> {
+    async fn invoke(&self, entry: &CatalogEntry, input: &Value) -> Result<Value, InvokeError> {
         let left = self.budget.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| left.checked_sub(1));
         if left.is_err() {
             return Err(InvokeError::Bound("the Run reached its invocation bound (sub-programs included)".into()));
@@ -184,30 +201,24 @@ impl Invoker for TenantInvoker {
         if let Some(program) = self.tenant.promoted(&entry.id)
             && program.entry.kind == entry.kind
         {
-            return self.run_promoted(&program, entry, input);
+            return self.run_promoted(&program, entry, input).await;
         }
         let Some(binding) = self.snapshot.get_stored(&entry.id).and_then(|stored| stored.binding.as_ref()) else {
             return Err(InvokeError::Unavailable(format!("'{}' has no binding: nothing serves it", entry.id)));
         };
         // Most bindings name no secret: their headers are sent as they are.
         if binding.headers.values().all(|value| pilotage_store::sealing::referenced(value).is_empty()) {
-            return self.http.invoke_binding(binding, input);
+            return self.http.invoke_binding(binding, input).await;
         }
         let mut headers = binding.headers.clone();
         for value in headers.values_mut() {
             for name in pilotage_store::sealing::referenced(value) {
-                let secret =
-                    self.platform.runtime().block_on(self.platform.secret_value(&self.tenant.id, &name)).map_err(
-                        |error| {
-                            InvokeError::Unavailable(format!(
-                                "the binding of '{}' needs secret '{name}': {error}",
-                                entry.id
-                            ))
-                        },
-                    )?;
+                let secret = self.platform.secret_value(&self.tenant.id, &name).await.map_err(|error| {
+                    InvokeError::Unavailable(format!("the binding of '{}' needs secret '{name}': {error}", entry.id))
+                })?;
                 *value = value.replace(&format!("{{secret:{name}}}"), &secret);
             }
         }
-        self.http.invoke_with_headers(binding, input, &headers)
+        self.http.invoke_with_headers(binding, input, &headers).await
     }
 }

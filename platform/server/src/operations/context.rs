@@ -9,6 +9,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::tenancy::{LanguageSlot, Platform, Principal, Tenant};
+use pilotage_engine::Component;
+use pilotage_engine::admission::{Permit, Pool, Refused};
 use pilotage_protocol::request_error::{RequestError, RequestErrorKind};
 
 /// Why an operation produced no ordinary result.
@@ -30,6 +32,21 @@ impl From<RequestError> for OpError {
 /// A request error of `kind`.
 pub fn request_error(kind: RequestErrorKind, message: impl Into<String>) -> OpError {
     OpError::Request(RequestError::new(kind, message))
+}
+
+/// The retry hint, in milliseconds, of a call refused because a pool was
+/// full where admission could not see it coming (a sub-Run, a call outside
+/// admission).
+pub(crate) const CAPACITY_RETRY_MS: u64 = 1_000;
+
+/// The request error of a call the node's admission refused: retryable,
+/// `bounds_exceeded` with `retry_after_ms` (Part II §10.1: validation's
+/// resource bounds are request errors; nothing ran).
+pub(crate) fn capacity_error(refused: &Refused) -> OpError {
+    OpError::Request(
+        RequestError::new(RequestErrorKind::BoundsExceeded, refused.to_string())
+            .with_retry_after(refused.retry_after_ms),
+    )
 }
 
 /// The caller of one operation.
@@ -56,6 +73,21 @@ pub struct Context {
 }
 
 impl Context {
+    /// A place in the node's `pool` for one call of `component` by this
+    /// tenant, after its fair turn (`pilotage_engine::admission`).
+    ///
+    /// # Errors
+    /// A retryable `bounds_exceeded` ([`capacity_error`]) when the queue
+    /// is full or no place freed in time.
+    pub(crate) async fn admit(&self, pool: Pool, component: &Component) -> Result<Permit, OpError> {
+        self.platform
+            .engine()
+            .admission()
+            .admit(pool, &self.tenant.id, component.need())
+            .await
+            .map_err(|refused| capacity_error(&refused))
+    }
+
     /// A Language of the caller's tenant, or `not_found` naming the
     /// Languages there are (Part IV §9: name the choices when few).
     ///

@@ -25,9 +25,10 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+use tracing::Instrument;
 
 use super::idempotency::interrupted_response;
-use super::validate::validated;
+use super::validate::{failure_to_error, validated};
 use super::{Context, OpError, request_error};
 use crate::invocation::promotion::{PromotedProgram, drifted};
 use crate::invocation::tenant_invoker::TenantInvoker;
@@ -35,13 +36,14 @@ use crate::policy::RunKind;
 use crate::policy::approvals::Asked;
 use crate::policy::gate::Gate;
 use crate::{policy, tenancy};
+use pilotage_engine::admission::{Pool, Refused};
 use pilotage_engine::catalog::version::canonical_json;
 use pilotage_engine::execution::{self, ExecutionRequest, RunControl};
-use pilotage_engine::validation::{self, Program, Validated};
+use pilotage_engine::validation::{self, Program, Validated, ValidationFailure};
 use pilotage_protocol::capabilities::{Capability, SubFeature};
 use pilotage_protocol::diagnostic::{Diagnostic, INPUT_BINDING};
 use pilotage_protocol::manifest::ExecutionMode;
-use pilotage_protocol::outcome::{CATALOG_DRIFT, Outcome, PROMOTION_DRIFT, VALIDATION_ERROR};
+use pilotage_protocol::outcome::{CATALOG_DRIFT, Outcome, PROMOTION_DRIFT, RESOURCE_EXHAUSTED, VALIDATION_ERROR};
 use pilotage_protocol::request_error::RequestErrorKind;
 use pilotage_protocol::requests::{ExecuteResponse, TraceFetchResponse};
 use pilotage_protocol::retention::Retention;
@@ -122,8 +124,21 @@ fn refused(
         output: None,
         diagnostics,
         trace: None,
+        retry_after_ms: None,
     })
     .unwrap_or(Value::Null)
+}
+
+/// The response of a Run the node's execution pool could not admit
+/// (issue: "Runs that wait cost nothing"): `resource_exhausted`, nothing
+/// ran, with `retry_after_ms` beside the outcome; counted as a Run of
+/// `language`.
+pub(crate) fn capacity_refused(context: &Context, language: &str, run_id: String, refusal: &Refused) -> Value {
+    let mut response = refused(context, language, run_id, RESOURCE_EXHAUSTED, &refusal.to_string(), None);
+    if let Some(object) = response.as_object_mut() {
+        object.insert("retry_after_ms".into(), refusal.retry_after_ms.into());
+    }
+    response
 }
 
 /// Serves an execute loop tool.
@@ -398,16 +413,13 @@ pub(crate) async fn execute_with(
         }
     }
     if findings.is_empty() {
-        let component = slot.component.clone();
-        let task_program = program.clone();
-        let input = args.input.clone();
-        findings =
-            tokio::task::spawn_blocking(move || validation::bind_input(&component, &task_program, input.as_ref()))
-                .await
-                .map_err(|e| {
-                    request_error(RequestErrorKind::Internal, format!("input binding stopped unexpectedly: {e}"))
-                })?
-                .map_err(|failure| request_error(RequestErrorKind::BoundsExceeded, failure.to_string()))?;
+        let _place = context.admit(Pool::Validation, &slot.component).await?;
+        findings = validation::bind_input(&slot.component, &program, args.input.as_ref()).await.map_err(|failure| {
+            match failure {
+                ValidationFailure::Capacity(_) => failure_to_error(failure),
+                other => request_error(RequestErrorKind::BoundsExceeded, other.to_string()),
+            }
+        })?;
     }
     if !findings.is_empty() {
         return Ok(refused(
@@ -508,12 +520,15 @@ pub(crate) async fn execute_with(
     }
     // A refusal from here on frees the claim, so the same key can be
     // retried once the quota allows.
-    let release = async |error: OpError| {
+    let free = async || {
         budget.give_back(&context.platform).await;
         if let Some((key, _, _)) = &idempotency {
             let _ =
                 context.platform.store().idempotency_release(&principal.tenant, &principal.subject, key, &run_id).await;
         }
+    };
+    let release = async |error: OpError| {
+        free().await;
         error
     };
     let slot_guard = match context.tenant.start_run() {
@@ -553,6 +568,22 @@ pub(crate) async fn execute_with(
         }
         None => control,
     };
+    // The Run's turn in the node's execution pool: a refusal is a Run that
+    // did not start (nothing ran, nothing is stored, the key is free).
+    let place = match context
+        .platform
+        .engine()
+        .admission()
+        .admit(Pool::Execution, &context.tenant.id, slot.component.need())
+        .await
+    {
+        Ok(place) => place,
+        Err(refusal) => {
+            free().await;
+            drop(slot_guard);
+            return Ok(capacity_refused(context, &language, run_id, &refusal));
+        }
+    };
     let response = run(
         context,
         slot,
@@ -569,6 +600,7 @@ pub(crate) async fn execute_with(
         control,
     )
     .await;
+    drop(place);
     let response = match response {
         Ok(response) => response,
         Err(error) => {
@@ -737,37 +769,31 @@ pub(super) async fn run(
         context.caller.principal.clone(),
         snapshot.clone(),
     );
-    let component = slot.component.clone();
     let data_source = context.tenant.data_source_for(&slot.entry.name);
-    let task_run_id = run_id.to_owned();
-    let control = control.clone();
-    let span = spans::run_span(&slot.entry.name, run_id);
-    let run_span = span.clone();
-    let execution = tokio::task::spawn_blocking(move || {
-        let _entered = span.enter();
-        execution::execute_controlled(
-            &component,
-            ExecutionRequest {
-                program: &program,
-                input: input.as_ref(),
-                context: context_value.as_ref(),
-                plan: validated.plan.as_ref(),
-                references: &validated.references,
-                statements: &validated.statements,
-                data_source: data_source.clone(),
-                catalog: snapshot,
-                invoker: Arc::new(invoker),
-                test_run: mode.test_run,
-                deploy: mode.deploy,
-                clock_ms: mode.clock_ms,
-                run_id: &task_run_id,
-            },
-            &control,
-        )
-    })
-    .await
-    .map_err(|e| request_error(RequestErrorKind::Internal, format!("the Run could not be started: {e}")))?;
-    let mut execution = execution;
+    let run_span = spans::run_span(&slot.entry.name, run_id);
+    // The Run is this task: while it waits on an invocation or a
+    // statement it holds no thread.
+    let mut execution = execution::execute_controlled(
+        &slot.component,
+        ExecutionRequest {
+            program: &program,
+            input: input.as_ref(),
+            context: context_value.as_ref(),
+            plan: validated.plan.as_ref(),
+            references: &validated.references,
+            statements: &validated.statements,
+            data_source,
+            catalog: snapshot,
+            invoker: Arc::new(invoker),
+            test_run: mode.test_run,
+            deploy: mode.deploy,
+            clock_ms: mode.clock_ms,
+            run_id,
+        },
+        control,
+    )
+    .instrument(run_span.clone())
+    .await;
     // The component refused before invoking anything (an execution-time
     // validation refusal, Part II §6.5.2 and Part IV §9): a refused Run,
     // never stored, with its diagnostics; a firing's refusal is retained
@@ -782,6 +808,7 @@ pub(super) async fn run(
             output: None,
             diagnostics: Some(diagnostics),
             trace: None,
+            retry_after_ms: None,
         });
     }
     if mode.deploy && execution.outcome.ok {
@@ -852,6 +879,7 @@ pub(super) async fn run(
         output: if execution.outcome.ok { execution.output.clone() } else { None },
         diagnostics: None,
         trace: at_level(&execution.trace, level),
+        retry_after_ms: None,
     };
     // One Run, one outcome: the key's response is recorded before the Run
     // is stored or answered, fenced by this Run's claim. When a retry took

@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use pilotage_protocol::outcome::{CATALOG_DRIFT, Outcome, VALIDATION_ERROR};
+use pilotage_engine::admission::Pool;
+use pilotage_protocol::outcome::{CATALOG_DRIFT, Outcome, RESOURCE_EXHAUSTED, VALIDATION_ERROR};
 use pilotage_protocol::request_error::RequestErrorKind;
 use pilotage_protocol::requests::{ExecuteResponse, TraceFetchResponse};
 use pilotage_protocol::retention::Retention;
@@ -54,9 +55,21 @@ pub(crate) async fn fire(
     };
     let context_value: Option<Value> =
         deployment.row.context.as_deref().and_then(|text| serde_json::from_str(text).ok());
+    let mut retry_after_ms = None;
     let refusal = if changed.is_empty() {
         let (program, validated) = validated(context, slot, &body, context_value.as_ref(), &snapshot).await?;
-        if validated.response.valid {
+        // A firing takes its turn in the execution pool like any Run; one
+        // that gets no place is a refused Run, retained like the others.
+        let place = if validated.response.valid {
+            let admission = context.platform.engine().admission();
+            Some(admission.admit(Pool::Execution, &context.tenant.id, slot.component.need()).await)
+        } else {
+            None
+        };
+        if let Some(Err(refused)) = &place {
+            retry_after_ms = Some(refused.retry_after_ms);
+            Outcome::failure(RESOURCE_EXHAUSTED, refused.to_string())
+        } else if validated.response.valid {
             let mode = RunMode { deploy: false, test_run: false, clock_ms: Some(clock_ms.max(0) as u64), firing: true };
             let response = run(
                 context,
@@ -76,11 +89,12 @@ pub(crate) async fn fire(
             .await?;
             observe_outcome(context, &language, run_id, &response.outcome.status);
             return Ok(response);
+        } else {
+            Outcome::failure(
+                VALIDATION_ERROR,
+                "the deployed body no longer validates against the deployer's catalog; nothing ran: deploy it again",
+            )
         }
-        Outcome::failure(
-            VALIDATION_ERROR,
-            "the deployed body no longer validates against the deployer's catalog; nothing ran: deploy it again",
-        )
     } else {
         Outcome::failure(
             CATALOG_DRIFT,
@@ -122,5 +136,12 @@ pub(crate) async fn fire(
         expires_at: Some(now.saturating_add(span.unwrap_or(0))),
     };
     context.platform.store().run_insert(&row).await.map_err(|e| internal(&e))?;
-    Ok(ExecuteResponse { run_id: run_id.to_owned(), outcome: refusal, output: None, diagnostics: None, trace: None })
+    Ok(ExecuteResponse {
+        run_id: run_id.to_owned(),
+        outcome: refusal,
+        output: None,
+        diagnostics: None,
+        trace: None,
+        retry_after_ms,
+    })
 }

@@ -8,11 +8,13 @@ use std::sync::Arc;
 use serde_json::Value;
 use tracing::Instrument;
 
+use super::context::CAPACITY_RETRY_MS;
 use super::{Context, OpError, request_error};
 use crate::tenancy::{LanguageSlot, ValidationCache};
+use pilotage_engine::admission::Pool;
 use pilotage_engine::catalog::CatalogSnapshot;
 use pilotage_engine::validation::{self, Program, Validated, ValidationFailure};
-use pilotage_protocol::request_error::RequestErrorKind;
+use pilotage_protocol::request_error::{RequestError, RequestErrorKind};
 use pilotage_telemetry::metrics::ValidationResult;
 
 /// The program argument of a loop tool, or a structural fault when a
@@ -111,18 +113,12 @@ async fn observed(
         let program = build(slot, context, program)?;
         metrics.validation_cache(false);
         span.record("pilotage.cache", "miss");
-        let component = slot.component.clone();
-        let task_program = program.clone();
-        let task_context = context_value.cloned();
-        let task_snapshot = snapshot.clone();
-        let result = tokio::task::spawn_blocking(move || {
-            span.in_scope(|| validation::validate(&component, &task_program, task_context.as_ref(), &task_snapshot))
-        })
-        .await
-        .map_err(|error| {
-            request_error(RequestErrorKind::Internal, format!("the validator stopped unexpectedly: {error}"))
-        })?
-        .map_err(failure_to_error)?;
+        // The validator runs on this task (a fiber of its own), after the
+        // tenant's turn in the validation pool.
+        let result = {
+            let _place = context.admit(Pool::Validation, &slot.component).await?;
+            validation::validate(&slot.component, &program, context_value, snapshot).await.map_err(failure_to_error)?
+        };
         let result = Arc::new(result);
         context.platform.validations().put(key, result.clone());
         Ok((Some(program), result))
@@ -142,9 +138,14 @@ async fn observed(
     result
 }
 
-fn failure_to_error(failure: ValidationFailure) -> OpError {
+pub(crate) fn failure_to_error(failure: ValidationFailure) -> OpError {
     match failure {
         ValidationFailure::BoundsExceeded(message) => request_error(RequestErrorKind::BoundsExceeded, message),
+        // The pool itself was full (admission keeps this rare): as
+        // retryable as an admission refusal.
+        ValidationFailure::Capacity(message) => OpError::Request(
+            RequestError::new(RequestErrorKind::BoundsExceeded, message).with_retry_after(CAPACITY_RETRY_MS),
+        ),
         other => {
             tracing::error!(failure = %other, "validator failure");
             request_error(RequestErrorKind::Internal, "the Language's validator failed; the failure was logged")

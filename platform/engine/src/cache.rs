@@ -15,7 +15,7 @@ use wasmtime::component::Component;
 use crate::error::EngineError;
 
 /// The wasmtime version compiled into this binary.
-pub(crate) const WASMTIME_VERSION: &str = "48.0.8";
+pub(crate) const WASMTIME_VERSION: &str = "48.0.10";
 
 /// A stable key for the engine's compilation settings (fuel, epochs,
 /// stack, target…): wasmtime's own compatibility hash, folded with FNV-1a

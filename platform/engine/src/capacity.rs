@@ -124,6 +124,30 @@ pub struct ResolvedCapacity {
     pub execution: PoolTotals,
 }
 
+impl ResolvedCapacity {
+    /// Whether one call needing `need` fits in each pool at all.
+    ///
+    /// # Errors
+    /// What it needs of which pool, and the setting to raise, when a pool
+    /// holds less than one call takes.
+    pub(crate) fn holds(&self, need: Need) -> Result<(), String> {
+        let names = ["component instances", "core instances", "memories", "tables"];
+        for (pool, totals, prefix) in
+            [("validation", self.validation, "validation"), ("execution", self.execution, "run")]
+        {
+            for ((needed, total), name) in need.parts().into_iter().zip(totals.as_need().parts()).zip(names) {
+                if needed > total {
+                    return Err(format!(
+                        "one call needs {needed} {name}; the {pool} pool holds {total} in all (raise capacity.{prefix}_{})",
+                        name.replace(' ', "_")
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Defaults for tools that run a few calls (the CLI's `language check`,
 /// tests, benches): small pools, so that many engines in one process do
 /// not reserve terabytes of address space.
@@ -257,6 +281,16 @@ mod tests {
         assert_eq!(set.execution.core_instances, 12_000);
         assert_eq!(set.execution.memories, 5000);
         assert_eq!(set.execution.tables, 6000);
+    }
+
+    #[test]
+    fn a_need_larger_than_a_pool_is_named_with_its_setting() {
+        let resolved = Capacity { run_instances: 4, run_core_instances: 16, ..Capacity::default() }.resolve(4, 8);
+        let small = Need { component_instances: 1, core_instances: 4, memories: 1, tables: 1 };
+        assert_eq!(resolved.holds(small), Ok(()));
+        let python = Need { core_instances: 38, ..small };
+        let refused = resolved.holds(python).unwrap_err();
+        assert!(refused.contains("38 core instances") && refused.contains("capacity.run_core_instances"), "{refused}");
     }
 
     #[test]

@@ -21,6 +21,10 @@ pub enum EngineError {
     /// Occurs when `describe` fails or returns something unusable.
     #[error("the component's describe failed: {0}")]
     Describe(String),
+    /// Occurs when one call of the component needs more of a pool than the
+    /// pool holds in all (`capacity`): it could never run here.
+    #[error("the component does not fit this server's capacity: {0}")]
+    Capacity(String),
     /// Occurs when the compiled-code cache cannot be read or written.
     #[error("compiled-code cache: {0}")]
     Cache(String),

@@ -377,6 +377,7 @@ impl Engine {
             tables: MAX_TABLES_PER_COMPONENT,
         };
         let need = Need::of(bytes, &compiled, maxima);
+        inner.capacity.holds(need).map_err(EngineError::Capacity)?;
         let validation = Code::new(&inner.validation, &compiled)?;
         let execution = Code::new(&inner.execution, &for_runs)?;
         // Both engines build their copy-on-write memory images on a first

@@ -936,6 +936,7 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pilotage_engine::Capacity;
 
     #[test]
     fn defaults_are_consistent() {
@@ -990,6 +991,39 @@ mod tests {
             ..Settings::default()
         };
         good.check().unwrap();
+    }
+
+    #[test]
+    fn capacity_settings_are_read_from_file_and_flags_and_checked() {
+        let file: Settings =
+            toml::from_str("[capacity]\nrun_instances = 3000\nrun_wait_ms = 5000\nqueue_per_tenant = 8\n").unwrap();
+        assert_eq!((file.capacity.run_instances, file.capacity.run_wait_ms), (3000, 5000));
+        file.check().unwrap();
+        let flag = |name: &str| FLAGS.iter().find(|flag| flag.name == name).unwrap();
+        let flagged = Settings::default()
+            .with_overrides(&[
+                (flag("run-instances"), Override::One("2048".into())),
+                (flag("validation-instances"), Override::One("12".into())),
+                (flag("run-wait-ms"), Override::One("2500".into())),
+            ])
+            .unwrap();
+        assert_eq!(flagged.capacity.run_instances, 2048);
+        assert_eq!(flagged.capacity.validation_instances, 12);
+        assert_eq!(flagged.capacity.run_wait_ms, 2500);
+        assert!(toml::from_str::<Settings>("[capacity]\nruns = 1\n").is_err(), "unknown keys are refused");
+        // A Run may wait for its place and then run its whole wall time
+        // inside one request.
+        let mut settings = Settings::default();
+        settings.capacity.run_wait_ms = settings.request_timeout_ms;
+        assert!(matches!(settings.check(), Err(ConfigError::Invalid { field: "request_timeout_ms", .. })));
+        for (capacity, field) in [
+            (Capacity { queue_per_tenant: 0, ..Capacity::default() }, "capacity.queue_per_tenant"),
+            (Capacity { validation_wait_ms: 0, ..Capacity::default() }, "capacity.validation_wait_ms"),
+            (Capacity { nested_percent: 60, ..Capacity::default() }, "capacity.nested_percent"),
+        ] {
+            let settings = Settings { capacity, ..Settings::default() };
+            assert!(matches!(settings.check(), Err(ConfigError::Invalid { field: f, .. }) if f == field), "{field}");
+        }
     }
 
     #[test]

@@ -36,7 +36,7 @@ use crate::policy::RunKind;
 use crate::policy::approvals::Asked;
 use crate::policy::gate::Gate;
 use crate::{policy, tenancy};
-use pilotage_engine::admission::{Pool, Refused};
+use pilotage_engine::admission::{Permit, Pool, Refused};
 use pilotage_engine::catalog::version::canonical_json;
 use pilotage_engine::execution::{self, ExecutionRequest, RunControl};
 use pilotage_engine::validation::{self, Program, Validated, ValidationFailure};
@@ -484,7 +484,7 @@ pub(crate) async fn execute_with(
     // claim and takes no Run slot, so a burst of identical requests cannot
     // exhaust the tenant's concurrent-run quota.
     let principal = context.caller.principal.clone();
-    let mut _lease = None;
+    let mut lease = None;
     if let Some((key, runnable_hash, input_hash)) = &idempotency {
         let leases = context.platform.leases();
         let now = context.platform.clock().now_ms();
@@ -515,7 +515,7 @@ pub(crate) async fn execute_with(
             }
             // Renewed while this request is served; a killed process stops
             // renewing, and a retry then records the Run as interrupted.
-            Claim::Claimed => _lease = Some(leases.hold(&principal.tenant, &principal.subject, key, &run_id)),
+            Claim::Claimed => lease = Some(leases.hold(&principal.tenant, &principal.subject, key, &run_id)),
         }
     }
     // A refusal from here on frees the claim, so the same key can be
@@ -584,7 +584,8 @@ pub(crate) async fn execute_with(
             return Ok(capacity_refused(context, &language, run_id, &refusal));
         }
     };
-    let response = run(
+    let held = Held { place, lease: lease.take(), slot: Some(slot_guard) };
+    let response = run_detached(
         context,
         slot,
         program,
@@ -598,9 +599,9 @@ pub(crate) async fn execute_with(
         args.store,
         idempotency.as_ref().map(|(key, _, _)| key.as_str()),
         control,
+        held,
     )
     .await;
-    drop(place);
     let response = match response {
         Ok(response) => response,
         Err(error) => {
@@ -615,7 +616,6 @@ pub(crate) async fn execute_with(
             return Err(error);
         }
     };
-    drop(slot_guard);
     observe_outcome(context, &language, &run_id, &response.outcome.status);
     // A Run the component refused holds no key (refused Runs have no
     // effects and may be retried with the same key once corrected); any
@@ -738,6 +738,72 @@ pub(crate) struct RunMode {
 /// How long a firing's Run is kept when its Language's retention is not a
 /// duration (`none`, `session`): a deployer must be able to fetch it.
 pub(crate) const FIRING_RETENTION: &str = "P7D";
+
+/// What a started Run holds until it ends: its place in the execution
+/// pool, its idempotency claim's lease, the tenant's concurrent-run slot.
+pub(super) struct Held {
+    /// The place in the node's execution pool.
+    pub(super) place: Permit,
+    /// The renewed lease of the Run's idempotency claim, if it has a key.
+    pub(super) lease: Option<crate::operations::leases::LeaseGuard>,
+    /// The tenant's `max_concurrent_runs` slot (a firing takes none).
+    pub(super) slot: Option<tenancy::RunSlot>,
+}
+
+/// [`run`] on a task of its own that holds `held` until the Run is
+/// recorded: a Run that started ends and is recorded even when its
+/// request is dropped meanwhile (the client went away or cancelled the
+/// call), as a Run on its own thread did. Only the request waits for it.
+///
+/// # Errors
+/// As [`run`]; `internal` when the Run's task itself failed.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn run_detached(
+    context: &Context,
+    slot: &Arc<LanguageSlot>,
+    program: Program,
+    validated: Arc<Validated>,
+    input: Option<Value>,
+    context_value: Option<Value>,
+    snapshot: pilotage_engine::catalog::CatalogSnapshot,
+    mode: RunMode,
+    run_id: &str,
+    requested_level: Option<TraceLevel>,
+    store: Option<bool>,
+    key: Option<&str>,
+    control: &RunControl,
+    held: Held,
+) -> Result<ExecuteResponse, OpError> {
+    let (context, slot, run_id) = (context.clone(), slot.clone(), run_id.to_owned());
+    let (key, control) = (key.map(str::to_owned), control.clone());
+    let task = async move {
+        let response = run(
+            &context,
+            &slot,
+            program,
+            validated,
+            input,
+            context_value,
+            snapshot,
+            mode,
+            &run_id,
+            requested_level,
+            store,
+            key.as_deref(),
+            &control,
+        )
+        .await;
+        // Given back once the Run is recorded, in this order: the next
+        // Run may start, the key stops being renewed (its response is
+        // recorded), the tenant's slot frees.
+        let Held { place, lease, slot } = held;
+        drop((place, lease, slot));
+        response
+    };
+    tokio::spawn(task.instrument(tracing::Span::current()))
+        .await
+        .map_err(|e| request_error(RequestErrorKind::Internal, format!("the Run stopped unexpectedly: {e}")))?
+}
 
 /// Starts the Run and records it when retained.
 #[allow(clippy::too_many_arguments)]

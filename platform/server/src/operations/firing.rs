@@ -13,7 +13,7 @@ use pilotage_protocol::trace::TraceLevel;
 use pilotage_store::RunRow;
 use serde_json::Value;
 
-use super::execute::{FIRING_RETENTION, RunMode, internal, observe_outcome, run};
+use super::execute::{FIRING_RETENTION, Held, RunMode, internal, observe_outcome, run_detached};
 use super::validate::validated;
 use super::{Context, OpError, request_error};
 use crate::tenancy::LanguageSlot;
@@ -69,9 +69,9 @@ pub(crate) async fn fire(
         if let Some(Err(refused)) = &place {
             retry_after_ms = Some(refused.retry_after_ms);
             Outcome::failure(RESOURCE_EXHAUSTED, refused.to_string())
-        } else if validated.response.valid {
+        } else if let Some(Ok(place)) = place {
             let mode = RunMode { deploy: false, test_run: false, clock_ms: Some(clock_ms.max(0) as u64), firing: true };
-            let response = run(
+            let response = run_detached(
                 context,
                 slot,
                 program,
@@ -85,6 +85,7 @@ pub(crate) async fn fire(
                 Some(true),
                 None,
                 &Default::default(),
+                Held { place, lease: None, slot: None },
             )
             .await?;
             observe_outcome(context, &language, run_id, &response.outcome.status);

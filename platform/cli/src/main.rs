@@ -134,7 +134,61 @@ fn main() -> ExitCode {
     }
 }
 
-/// Runs `future` to its end on a multi-threaded runtime.
+/// Runs `future` to its end on a multi-threaded runtime whose workers,
+/// once the process is quiet, hand the allocator's free pages back
+/// (`idle::parking`, `idle::unparked`).
 fn block_on(future: impl Future<Output = Result<ExitCode>>) -> Result<ExitCode> {
-    tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(future)
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .on_thread_park(idle::parking)
+        .on_thread_unpark(idle::unparked)
+        .build()?
+        .block_on(future)
+}
+
+/// Giving a burst's memory back (issue: "Runs that wait cost nothing"). A
+/// burst of waiting Runs allocates from every worker; mimalloc keeps the
+/// pages a thread freed until that thread allocates again in the same size
+/// classes, so after a burst they stay resident. A worker that finds the
+/// process quiet (its last rest lasted `QUIET`) asks mimalloc, at most
+/// every `EVERY`, to return them. Never while the process is busy: the
+/// collection walks the thread's heap, which would delay the next request.
+mod idle {
+    use std::cell::Cell;
+    use std::time::{Duration, Instant};
+
+    /// A rest at least this long means the process is quiet.
+    const QUIET: Duration = Duration::from_millis(500);
+    /// At most one collection per worker this often.
+    const EVERY: Duration = Duration::from_secs(2);
+
+    thread_local! {
+        static PARKED_AT: Cell<Option<Instant>> = const { Cell::new(None) };
+        static LAST_REST: Cell<Duration> = const { Cell::new(Duration::ZERO) };
+        static COLLECTED_AT: Cell<Option<Instant>> = const { Cell::new(None) };
+    }
+
+    /// A worker is about to park: collect when its last rest was long.
+    pub(crate) fn parking() {
+        let now = Instant::now();
+        PARKED_AT.set(Some(now));
+        let due = COLLECTED_AT.get().is_none_or(|at| now.duration_since(at) >= EVERY);
+        if LAST_REST.get() >= QUIET && due {
+            COLLECTED_AT.set(Some(now));
+            // SAFETY: `mi_collect` takes no pointer; it trims the calling
+            // thread's own heap of mimalloc (the global allocator) and the
+            // shared arenas, and may run at any time on such a thread.
+            #[allow(unsafe_code)]
+            unsafe {
+                libmimalloc_sys::mi_collect(true);
+            }
+        }
+    }
+
+    /// A worker woke: remember how long it rested.
+    pub(crate) fn unparked() {
+        if let Some(at) = PARKED_AT.take() {
+            LAST_REST.set(at.elapsed());
+        }
+    }
 }

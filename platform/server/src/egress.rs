@@ -475,10 +475,10 @@ impl Confinement {
 }
 
 /// Idle connections a tenant's HTTP client keeps to one host.
-const IDLE_CONNECTIONS_PER_HOST: usize = 32;
+const IDLE_CONNECTIONS_PER_HOST: usize = 8;
 
 /// Seconds an idle connection of a tenant's HTTP client stays open.
-const IDLE_CONNECTION_SECS: u64 = 30;
+const IDLE_CONNECTION_SECS: u64 = 15;
 
 /// The tenant's HTTP client: no proxy, names checked by [`Resolver`],
 /// literal redirect targets checked by the redirect policy.

@@ -46,6 +46,12 @@ fn mcp_service(
     let mut sessions = LocalSessionManager::default();
     let session_idle = Duration::from_secs(settings.session_idle_secs);
     sessions.session_config.keep_alive = Some(session_idle);
+    // rmcp keeps the answers of a session's completed requests for a late
+    // resume (`Last-Event-ID`); by default for 60 s, evicted only when the
+    // session next hears from its client. A burst's answers then held the
+    // node's memory a minute and more; a client that lost its stream
+    // reconnects within seconds.
+    sessions.session_config.completed_cache_ttl = COMPLETED_ANSWERS_TTL;
     let closing = platform.clone();
     let bound = bindings.clone();
     let shared_sessions = shared.clone();
@@ -112,6 +118,10 @@ fn mcp_service(
         config,
     )
 }
+
+/// How long a session keeps the answer of a completed request for a
+/// client that resumes its stream (`Last-Event-ID`).
+const COMPLETED_ANSWERS_TTL: Duration = Duration::from_secs(10);
 
 async fn healthz() -> impl IntoResponse {
     (StatusCode::OK, "ok\n")

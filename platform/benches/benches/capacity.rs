@@ -40,7 +40,8 @@
 //!    and a fast Run, and a sampler reads `VmRSS` every 100 ms.
 //! 5. Settling: `VmRSS`, `RssAnon` and `Threads` at +1 s, +10 s, +30 s and
 //!    +`PILOTAGE_CAPACITY_SETTLE_SECS` after the burst's last answer
-//!    (points past the last one are skipped).
+//!    (points past the last one are skipped); at
+//!    +`PILOTAGE_CAPACITY_TOUCH_SECS` every session sends one `ping`.
 //!
 //! Environment variables:
 //!
@@ -50,6 +51,13 @@
 //!   each request; keep it under the server's invocation timeout (10 s by
 //!   default) or every slow Run fails.
 //! - `PILOTAGE_CAPACITY_SETTLE_SECS` (default 60): the last settle point.
+//! - `PILOTAGE_CAPACITY_TOUCH_SECS` (default 15; 0: never): when, after
+//!   the burst, every session sends one `ping`, as agents that go on
+//!   talking do. The server keeps a session's answers to completed
+//!   requests for a late resume (`Last-Event-ID`) until the session next
+//!   hears from its client past their time to live (rmcp evicts them
+//!   then), so without this the burst's answers stay as long as the
+//!   sessions stay silent.
 //! - `PILOTAGE_CAPACITY_QUOTAS` (`raised`, the default, or `default`:
 //!   the tenants keep the platform's quotas, 16 Runs at once and 200
 //!   requests/s, so part of the burst is refused by quota; so are some of
@@ -153,6 +161,7 @@ struct Scenario {
     runs: usize,
     wait_ms: u64,
     settle_secs: u64,
+    touch_secs: u64,
     raise_quotas: bool,
     extra_toml: String,
     serve_args: Vec<String>,
@@ -190,6 +199,7 @@ impl Scenario {
             runs: env_number("PILOTAGE_CAPACITY_RUNS", 20) as usize,
             wait_ms: env_number("PILOTAGE_CAPACITY_WAIT_MS", 5_000),
             settle_secs: env_number("PILOTAGE_CAPACITY_SETTLE_SECS", 60).max(1),
+            touch_secs: env_number("PILOTAGE_CAPACITY_TOUCH_SECS", 15),
             raise_quotas,
             extra_toml: std::env::var("PILOTAGE_CAPACITY_TOML").unwrap_or_default(),
             serve_args: std::env::var("PILOTAGE_CAPACITY_SERVE_ARGS")
@@ -616,6 +626,14 @@ impl Mcp {
             return Err(format!("notifications/initialized: HTTP {status}: {}", excerpt(&text)));
         }
         Ok(Session { token, id })
+    }
+
+    /// Sends `ping` in `session`: what an agent's next message does to its
+    /// session on the server.
+    async fn ping(&self, session: &Session) -> Result<(), String> {
+        let body = json!({"jsonrpc": "2.0", "id": self.id(), "method": "ping"});
+        let (status, _, text) = self.post(&session.token, Some(&session.id), body.to_string()).await?;
+        if status == 200 { Ok(()) } else { Err(format!("ping: HTTP {status}: {}", excerpt(&text))) }
     }
 
     /// Calls `tool`; the JSON-RPC result (it has `structuredContent`), or
@@ -1187,13 +1205,30 @@ async fn scenario_in(scenario: &Scenario, data_dir: &Path) -> Result<bool, Strin
     let idle = quiet_idle(&mcp, &quiet).await;
 
     // Burst.
+    let everyone: Vec<Arc<Session>> = std::iter::once(quiet.clone()).chain(sessions.iter().cloned()).collect();
     let burst = burst(scenario, mcp.clone(), sessions, quiet.clone(), &services, &server).await;
 
-    // Settling.
+    // Settling; meanwhile, once, every session sends a `ping`: agents go on
+    // talking, and the server drops a session's cached answers of
+    // completed requests when the session next hears from its client.
+    let touch = (scenario.touch_secs > 0).then(|| {
+        let (mcp, at) = (mcp.clone(), burst.ended + Duration::from_secs(scenario.touch_secs));
+        tokio::spawn(async move {
+            tokio::time::sleep_until(at.into()).await;
+            let pings = everyone.iter().map(|session| mcp.ping(session));
+            futures::future::join_all(pings).await.into_iter().filter(Result::is_err).count()
+        })
+    });
     let mut settled = Vec::new();
     for point in scenario.settle_points() {
         tokio::time::sleep_until((burst.ended + Duration::from_secs(point)).into()).await;
         settled.push((point, proc_status(server.pid)));
+    }
+    if let Some(touch) = touch {
+        let failed = touch.await.map_err(|e| format!("the pings' task: {e}"))?;
+        if failed > 0 {
+            return Err(format!("{failed} sessions' ping after the burst failed"));
+        }
     }
     // The sessions end with the server; closing them one by one would
     // measure nothing.

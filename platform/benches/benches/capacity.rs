@@ -72,6 +72,11 @@
 //!   separated by whitespace.
 //! - `PILOTAGE_CAPACITY_COMPONENT`: the Language component's file (default:
 //!   the bundled workflow/v1 component).
+//! - `PILOTAGE_CAPACITY_LANGUAGE` (`workflow`, the default, or `recipe`):
+//!   the Language of that component, for its tools and programs; `recipe`
+//!   with `target/recipe-py/recipe.wasm` (built by the Python Language's
+//!   test) and `PILOTAGE_CAPACITY_SERVE_ARGS="--core-instances-per-component
+//!   64"` drives the CPython Language.
 //! - `PILOTAGE_BIN`: the `pilotage` binary to run (default: this
 //!   workspace's, built by cargo), so the same scenario can be run against
 //!   another build side by side; a build without the capacity work may fail
@@ -124,9 +129,38 @@ const ADMIN_TOKEN: &str = "operator-token-of-the-capacity-scenario-0123456789";
 const PROTOCOL: &str = "2025-11-25";
 /// The tenant whose latency the burst must not disturb.
 const QUIET: &str = "quiet";
-/// The tool argument carrying the program (workflow/v1's
-/// `program_argument`).
-const PROGRAM_ARGUMENT: &str = "workflow";
+/// The Language the scenario drives: its tools, its program argument and
+/// its programs (`PILOTAGE_CAPACITY_LANGUAGE`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Dialect {
+    /// workflow/v1 (the bundled component).
+    Workflow,
+    /// recipe/v1 (the Rust, JavaScript and Python recipe components).
+    Recipe,
+}
+
+impl Dialect {
+    fn argument(self) -> &'static str {
+        match self {
+            Dialect::Workflow => "workflow",
+            Dialect::Recipe => "recipe",
+        }
+    }
+
+    fn validate_tool(self) -> &'static str {
+        match self {
+            Dialect::Workflow => "validate_workflow",
+            Dialect::Recipe => "validate_recipe",
+        }
+    }
+
+    fn run_tool(self) -> &'static str {
+        match self {
+            Dialect::Workflow => "run_workflow",
+            Dialect::Recipe => "run_recipe",
+        }
+    }
+}
 /// The quiet time before the idle figures, so start-up work has settled.
 const IDLE_WAIT: Duration = Duration::from_secs(5);
 /// Calls of each kind the quiet tenant makes for the idle baseline.
@@ -167,6 +201,7 @@ struct Scenario {
     serve_args: Vec<String>,
     binary: PathBuf,
     component: Vec<u8>,
+    dialect: Dialect,
 }
 
 /// A whole number from `name`, `default` when unset; a malformed value
@@ -209,6 +244,11 @@ impl Scenario {
                 .collect(),
             binary,
             component,
+            dialect: match std::env::var("PILOTAGE_CAPACITY_LANGUAGE").as_deref() {
+                Err(_) | Ok("workflow") => Dialect::Workflow,
+                Ok("recipe") => Dialect::Recipe,
+                Ok(other) => panic!("PILOTAGE_CAPACITY_LANGUAGE must be 'workflow' or 'recipe', not '{other}'"),
+            },
         }
     }
 
@@ -577,6 +617,8 @@ struct Mcp {
     http: reqwest::Client,
     url: String,
     next_id: AtomicU64,
+    /// The Language the calls are in.
+    dialect: Dialect,
 }
 
 impl Mcp {
@@ -666,7 +708,11 @@ impl Mcp {
 // ---------------------------------------------------------------------------
 
 /// One call to `cap_slow`: the Run waits on the slow service.
-fn slow_program() -> Value {
+fn slow_program(dialect: Dialect) -> Value {
+    if dialect == Dialect::Recipe {
+        return json!({"steps": [{"id": "wait", "call": "cap_slow", "with": {"run": "$input.run"}}],
+                      "output": {"waited_ms": "$wait.waited_ms"}});
+    }
     json!({
         "steps": [{"id": "wait", "kind": "call", "capability": "cap_slow", "with": {"run": "$.input.run"}}],
         "output": {"waited_ms": "$.steps.wait.output.waited_ms"}
@@ -675,8 +721,11 @@ fn slow_program() -> Value {
 
 /// One call to `cap_fast`; `nonce` (when some) is a string literal of the
 /// call's input, so the text is new to the validation cache.
-fn fast_program(nonce: Option<u64>) -> Value {
+fn fast_program(dialect: Dialect, nonce: Option<u64>) -> Value {
     let with = nonce.map_or_else(|| json!({}), |n| json!({"nonce": format!("n{n}")}));
+    if dialect == Dialect::Recipe {
+        return json!({"steps": [{"id": "ping", "call": "cap_fast", "with": with}]});
+    }
     json!({
         "steps": [{"id": "ping", "kind": "call", "capability": "cap_fast", "with": with}],
         "output": {"ok": "$.steps.ping.output.ok"}
@@ -839,13 +888,15 @@ impl Quiet {
         match op {
             Op::Validate => {
                 let nonce = NONCE.fetch_add(1, Ordering::Relaxed);
-                let arguments = json!({PROGRAM_ARGUMENT: fast_program(Some(nonce))});
-                let class = classify_validation(mcp.call(session, "validate_workflow", &arguments).await);
+                let dialect = mcp.dialect;
+                let arguments = json!({dialect.argument(): fast_program(dialect, Some(nonce))});
+                let class = classify_validation(mcp.call(session, dialect.validate_tool(), &arguments).await);
                 self.validate.add(class, started.elapsed());
             }
             Op::Execute => {
-                let arguments = json!({PROGRAM_ARGUMENT: fast_program(None), "input": {}, "store": false});
-                let class = classify_run(mcp.call(session, "run_workflow", &arguments).await);
+                let dialect = mcp.dialect;
+                let arguments = json!({dialect.argument(): fast_program(dialect, None), "input": {}, "store": false});
+                let class = classify_run(mcp.call(session, dialect.run_tool(), &arguments).await);
                 self.execute.add(class, started.elapsed());
             }
         }
@@ -958,13 +1009,14 @@ async fn burst(
     for session in &sessions {
         for run in 0..scenario.runs {
             let (mcp, session, mut gate) = (mcp.clone(), session.clone(), gate.clone());
-            let arguments = json!({PROGRAM_ARGUMENT: slow_program(), "input": {"run": run}, "store": false});
+            let dialect = scenario.dialect;
+            let arguments = json!({dialect.argument(): slow_program(dialect), "input": {"run": run}, "store": false});
             calls.push(tokio::spawn(async move {
                 // Every call is ready before any is sent: one release, no
                 // ramp.
                 let _ = gate.wait_for(|released| *released).await;
                 let started = Instant::now();
-                let class = classify_run(mcp.call(&session, "run_workflow", &arguments).await);
+                let class = classify_run(mcp.call(&session, dialect.run_tool(), &arguments).await);
                 (class, started.elapsed(), Instant::now())
             }));
         }
@@ -1187,7 +1239,12 @@ async fn scenario_in(scenario: &Scenario, data_dir: &Path) -> Result<bool, Strin
         server.mcp,
         scenario.binary.display()
     );
-    let mcp = Arc::new(Mcp { http: http.clone(), url: server.mcp.clone(), next_id: AtomicU64::new(1) });
+    let mcp = Arc::new(Mcp {
+        http: http.clone(),
+        url: server.mcp.clone(),
+        next_id: AtomicU64::new(1),
+        dialect: scenario.dialect,
+    });
     let (quiet, sessions) = set_up_tenants(scenario, &server, &services, &mcp, data_dir, port).await?;
 
     // A few calls first, so the idle figures are not the first calls'

@@ -15,6 +15,10 @@
 //! refused with a [`Refused`] that says when to retry: never a trap, never
 //! a fault.
 //!
+//! The last `LIGHT_RESERVE_PERCENT` of each pool is kept for tenants that
+//! hold fewer than `LIGHT_CALLS` places: however many Runs busy tenants
+//! keep waiting, a quiet tenant's call finds a place at once.
+//!
 //! Validation and execution have gates of their own, so Runs can never
 //! take the capacity validations need. A sub-Run (a promoted program
 //! called by a Run) takes its place with [`Admission::admit_nested`]: it
@@ -34,6 +38,16 @@ use std::time::{Duration, Instant};
 
 use crate::capacity::{Capacity, Need, PoolTotals, ResolvedCapacity};
 use pilotage_telemetry::metrics::{CapacityPool, Metrics};
+
+/// Share of each pool's admitted part, in percent, that only tenants
+/// holding fewer than [`LIGHT_CALLS`] places may fill: however many Runs the
+/// busy tenants keep waiting, a tenant that arrives with a call or two finds
+/// a place at once.
+pub const LIGHT_RESERVE_PERCENT: u64 = 10;
+
+/// A tenant holding fewer places than this is light: it may use the
+/// light tenants' reserve ([`LIGHT_RESERVE_PERCENT`]).
+pub const LIGHT_CALLS: u32 = 2;
 
 /// Which pool a call runs in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
@@ -146,6 +160,10 @@ struct Gate {
     /// What admitted (non-nested) calls may hold together: the totals less
     /// the share kept for sub-Runs.
     limits: [u64; 4],
+    /// What calls of tenants holding [`LIGHT_CALLS`] or more may hold
+    /// together: the last [`LIGHT_RESERVE_PERCENT`] of `limits` is kept
+    /// for tenants holding fewer.
+    heavy_limits: [u64; 4],
     wait: Duration,
     /// Calls waiting in either pool (the node's `queue_length`).
     queued: Arc<AtomicU32>,
@@ -259,6 +277,7 @@ impl Gate {
         let totals = totals.as_need().parts().map(u64::from);
         let kept = u64::from(capacity.nested_percent.min(90));
         let limits = totals.map(|total| (total - total * kept / 100).max(1));
+        let heavy_limits = limits.map(|limit| (limit - limit * LIGHT_RESERVE_PERCENT / 100).max(1));
         let wait = Duration::from_millis(match pool {
             Pool::Validation => capacity.validation_wait_ms,
             Pool::Execution => capacity.run_wait_ms,
@@ -267,6 +286,7 @@ impl Gate {
             pool,
             totals,
             limits,
+            heavy_limits,
             wait,
             queued,
             queue_length: capacity.queue_length,
@@ -280,8 +300,21 @@ impl Gate {
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn retry_after_ms(&self, state: &GateState) -> u64 {
-        (state.hold_ms as u64).clamp(100, 30_000)
+    /// When a refused call may find a place: how long places have been
+    /// held lately, at least `floor`.
+    fn retry_after_ms(&self, state: &GateState, floor: Duration) -> u64 {
+        (state.hold_ms as u64).max(floor.as_millis() as u64).clamp(100, 30_000)
+    }
+
+    /// What `tenant`'s next call may fill: the whole admitted part while
+    /// it holds fewer than [`LIGHT_CALLS`], else all but the light
+    /// tenants' reserve.
+    fn bound_for(&self, state: &GateState, tenant: &str) -> &[u64; 4] {
+        if state.tenants.get(tenant).map_or(0, |held| held.calls) < LIGHT_CALLS {
+            &self.limits
+        } else {
+            &self.heavy_limits
+        }
     }
 
     /// The tenant's dominant share of the admitted part of the pool.
@@ -302,7 +335,7 @@ impl Gate {
             candidates.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
             let chosen = candidates.into_iter().find_map(|(_, _, _, tenant)| {
                 let need = state.tenants.get(&tenant)?.queue.front()?.need;
-                state.fits(need, &self.limits).then_some(tenant)
+                state.fits(need, self.bound_for(state, &tenant)).then_some(tenant)
             });
             let Some(tenant) = chosen else { return };
             let Some(waiter) = state.tenants.get_mut(&tenant).and_then(|held| held.queue.pop_front()) else { return };
@@ -323,7 +356,7 @@ impl Gate {
         let tenant: Arc<str> = Arc::from(tenant);
         let waiter = {
             let mut state = self.lock();
-            if state.waiting == 0 && state.fits(need, &self.limits) {
+            if state.waiting == 0 && state.fits(need, self.bound_for(&state, &tenant)) {
                 state.take(&tenant, need);
                 return Ok(self.permit(tenant, need));
             }
@@ -337,7 +370,8 @@ impl Gate {
             };
             if let Some(reason) = refusal {
                 self.metrics.capacity_refusal(self.pool.label(), reason.as_str());
-                return Err(Refused::new(self.pool, reason, self.retry_after_ms(&state), state.waiting));
+                let retry = self.retry_after_ms(&state, Duration::from_secs(1));
+                return Err(Refused::new(self.pool, reason, retry, state.waiting));
             }
             state.next_seq += 1;
             let waiter = Arc::new(Waiter {
@@ -360,7 +394,9 @@ impl Gate {
         let granted = waiter.granted.load(Ordering::SeqCst);
         if !granted {
             waiting.remove(&mut state);
-            let retry = self.retry_after_ms(&state);
+            // It waited the whole bound without a place freeing: a retry
+            // sooner than that would likely meet the same.
+            let retry = self.retry_after_ms(&state, self.wait);
             let waited = state.waiting;
             drop(state);
             self.metrics.capacity_refusal(self.pool.label(), RefusalReason::Waited.as_str());
@@ -381,7 +417,8 @@ impl Gate {
             return Ok(self.permit(tenant, need));
         }
         self.metrics.capacity_refusal(self.pool.label(), RefusalReason::NoRoom.as_str());
-        Err(Refused::new(self.pool, RefusalReason::NoRoom, self.retry_after_ms(&state), state.waiting))
+        let retry = self.retry_after_ms(&state, Duration::from_secs(1));
+        Err(Refused::new(self.pool, RefusalReason::NoRoom, retry, state.waiting))
     }
 
     fn usage(&self) -> (PoolUsage, Vec<TenantUsage>) {
@@ -649,6 +686,24 @@ mod tests {
         for task in queued {
             drop(task.await.unwrap().expect("then the busy tenant's, one by one"));
         }
+    }
+
+    #[tokio::test]
+    async fn the_last_places_are_kept_for_light_tenants() {
+        // 20 places: the busy tenant may fill 18; the quiet one gets in.
+        let admission = admission(20, 50);
+        let mut busy = Vec::new();
+        for _ in 0..18 {
+            busy.push(admission.admit(Pool::Execution, "busy", ONE).await.unwrap());
+        }
+        let refused = admission.admit(Pool::Execution, "busy", ONE).await.unwrap_err();
+        assert_eq!(refused.reason, RefusalReason::Waited);
+        assert!(refused.retry_after_ms >= 100, "at least the wait it had: {refused:?}");
+        let quiet = admission.admit(Pool::Execution, "quiet", ONE).await.expect("a light tenant finds a place");
+        let second = admission.admit(Pool::Execution, "quiet", ONE).await.expect("a second call is still light");
+        let third = admission.admit(Pool::Execution, "quiet", ONE).await.unwrap_err();
+        assert_eq!(third.reason, RefusalReason::Waited, "holding two, it is light no longer");
+        drop((quiet, second, busy));
     }
 
     #[tokio::test]

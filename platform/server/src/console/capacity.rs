@@ -36,7 +36,7 @@ fn pools_table(usage: &CapacityUsage) -> String {
         "<p id=\"capacity-state\">Room to spare: this replica's /readyz answers ready.</p>"
     };
     format!(
-        "{state}<table id=\"capacity-table\"><thead><tr><th scope=\"col\">Pool</th><th scope=\"col\">Calls in use</th><th scope=\"col\">Waiting</th><th scope=\"col\">Admitted together</th><th scope=\"col\">Fullest resource</th></tr></thead><tbody>{rows}</tbody></table>"
+        "{state}<div class=\"scroll\"><table id=\"capacity-table\"><thead><tr><th scope=\"col\">Pool</th><th scope=\"col\">Calls in use</th><th scope=\"col\">Waiting</th><th scope=\"col\">Admitted together</th><th scope=\"col\">Fullest resource</th></tr></thead><tbody>{rows}</tbody></table></div>"
     )
 }
 
@@ -63,7 +63,7 @@ pub(super) fn operator_section(platform: &Platform) -> String {
         "<p id=\"capacity-tenants\">No tenant holds or waits for a place now.</p>".to_owned()
     } else {
         format!(
-            "<table id=\"capacity-tenants\"><caption>{shown} of {} tenants holding or waiting, the largest first</caption><thead><tr><th scope=\"col\">Tenant</th><th scope=\"col\">Pool</th><th scope=\"col\">Calls</th><th scope=\"col\">Waiting</th><th scope=\"col\">Share</th></tr></thead><tbody>{rows}</tbody></table>",
+            "<div class=\"scroll\"><table id=\"capacity-tenants\"><caption>{shown} of {} tenants holding or waiting, the largest first</caption><thead><tr><th scope=\"col\">Tenant</th><th scope=\"col\">Pool</th><th scope=\"col\">Calls</th><th scope=\"col\">Waiting</th><th scope=\"col\">Share</th></tr></thead><tbody>{rows}</tbody></table></div>",
             tenants.len()
         )
     };
@@ -87,7 +87,7 @@ pub(super) fn tenant_section(platform: &Platform, tenant: &str) -> String {
         ));
     }
     format!(
-        "<section aria-labelledby=\"capacity\"><h2 id=\"capacity\">Capacity of this replica</h2>{}<table id=\"capacity-own\"><caption>This tenant's calls now</caption><thead><tr><th scope=\"col\">Pool</th><th scope=\"col\">Calls</th><th scope=\"col\">Waiting</th></tr></thead><tbody>{own}</tbody></table></section>",
+        "<section aria-labelledby=\"capacity\"><h2 id=\"capacity\">Capacity of this replica</h2>{}<div class=\"scroll\"><table id=\"capacity-own\"><caption>This tenant's calls now</caption><thead><tr><th scope=\"col\">Pool</th><th scope=\"col\">Calls</th><th scope=\"col\">Waiting</th></tr></thead><tbody>{own}</tbody></table></div></section>",
         pools_table(&usage)
     )
 }

@@ -13,7 +13,7 @@ mod template;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use commands::admin::{
     AdminArgs, CatalogCommand, DatasourceCommand, DeploymentCommand, SecretCommand, TenantCommand, catalog_command,
@@ -91,8 +91,19 @@ enum Command {
     Approval(AdminArgs<ApprovalCommand>),
 }
 
+/// The command line as parsed: [`Cli`] with no environment variable's value
+/// shown in any help text. Variables hold tokens and database URLs with
+/// their passwords, and `--help` output lands in terminals, logs and
+/// support tickets, so help names each variable, never what it holds.
+fn command_line() -> clap::Command {
+    fn hidden(command: clap::Command) -> clap::Command {
+        command.mut_args(|arg| arg.hide_env_values(true)).mut_subcommands(hidden)
+    }
+    hidden(Cli::command())
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::from_arg_matches(&command_line().get_matches()).unwrap_or_else(|error| error.exit());
     // `serve` sets up logging itself, once its settings (log format, OTLP
     // export) are known.
     if !matches!(cli.command, Command::Serve(_)) {

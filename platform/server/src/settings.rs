@@ -886,9 +886,11 @@ impl Settings {
     /// These settings with `overrides` applied, each `(path, value)` a
     /// setting of [`FLAGS`] (or `auth.issuers`) and what its flag or
     /// variable gave. A value is read as the setting's type: a number for a
-    /// number, `true`/`false` for a flag, text otherwise; then the whole is
-    /// parsed as the TOML file is, so the type and the domain are checked
-    /// once, the same way.
+    /// number, `true`/`false` for a flag, text otherwise; an optional
+    /// setting left unset (null, so of no type yet) takes the text as text
+    /// or, when the setting refuses text, as `true`/`false` or a number.
+    /// Then the whole is parsed as the TOML file is, so the type and the
+    /// domain are checked once, the same way.
     ///
     /// # Errors
     /// [`ConfigError::Flag`] naming the flag whose value does not fit.
@@ -897,23 +899,20 @@ impl Settings {
             .map_err(|error| ConfigError::Flag { flag: "settings".into(), message: error.to_string() })?;
         for (flag, value) in overrides {
             let named = || format!("--{} ({})", flag.name, flag.env);
-            let slot = flag
-                .path
-                .split('.')
-                .try_fold(&mut tree, |node, key| node.get_mut(key))
-                .ok_or_else(|| ConfigError::Flag { flag: named(), message: format!("no setting {}", flag.path) })?;
-            *slot = match value {
-                Override::Json(value) => value.clone(),
-                Override::Many(values) => Value::Array(values.iter().cloned().map(Value::String).collect()),
-                Override::One(text) => match slot {
+            let no_setting = || ConfigError::Flag { flag: named(), message: format!("no setting {}", flag.path) };
+            let current = flag.path.split('.').try_fold(&tree, |node, key| node.get(key)).ok_or_else(no_setting)?;
+            let candidates = match value {
+                Override::Json(value) => vec![value.clone()],
+                Override::Many(values) => vec![Value::Array(values.iter().cloned().map(Value::String).collect())],
+                Override::One(text) => match current {
                     Value::Number(_) => {
-                        serde_json::from_str::<serde_json::Number>(text.trim()).map(Value::Number).map_err(|_| {
-                            ConfigError::Flag { flag: named(), message: format!("'{text}' is not a number") }
-                        })?
+                        vec![serde_json::from_str::<serde_json::Number>(text.trim()).map(Value::Number).map_err(
+                            |_| ConfigError::Flag { flag: named(), message: format!("'{text}' is not a number") },
+                        )?]
                     }
                     Value::Bool(_) => match text.trim() {
-                        "true" => Value::Bool(true),
-                        "false" => Value::Bool(false),
+                        "true" => vec![Value::Bool(true)],
+                        "false" => vec![Value::Bool(false)],
                         _ => {
                             return Err(ConfigError::Flag {
                                 flag: named(),
@@ -921,15 +920,42 @@ impl Settings {
                             });
                         }
                     },
-                    _ => Value::String(text.clone()),
+                    Value::Null => std::iter::once(Value::String(text.clone())).chain(scalar(text)).collect(),
+                    _ => vec![Value::String(text.clone())],
                 },
             };
-            // Each flag's value is checked alone, so an error names it.
-            serde_json::from_value::<Settings>(tree.clone())
-                .map_err(|error| ConfigError::Flag { flag: named(), message: error.to_string() })?;
+            // Each flag's value is checked alone, so an error names it; the
+            // first reading the settings accept is kept.
+            let mut refusal = None;
+            for candidate in candidates {
+                let slot =
+                    flag.path.split('.').try_fold(&mut tree, |node, key| node.get_mut(key)).ok_or_else(no_setting)?;
+                *slot = candidate;
+                match serde_json::from_value::<Settings>(tree.clone()) {
+                    Ok(_) => {
+                        refusal = None;
+                        break;
+                    }
+                    Err(error) => {
+                        refusal.get_or_insert(error);
+                    }
+                }
+            }
+            if let Some(error) = refusal {
+                return Err(ConfigError::Flag { flag: named(), message: error.to_string() });
+            }
         }
         serde_json::from_value(tree)
             .map_err(|error| ConfigError::Flag { flag: "settings".into(), message: error.to_string() })
+    }
+}
+
+/// `text` read as JSON `true`, `false` or a number, if it is one of them.
+fn scalar(text: &str) -> Option<Value> {
+    match text.trim() {
+        "true" => Some(Value::Bool(true)),
+        "false" => Some(Value::Bool(false)),
+        number => serde_json::from_str::<serde_json::Number>(number).ok().map(Value::Number),
     }
 }
 

@@ -135,6 +135,15 @@ pub(crate) struct ServeArgs {
     stdio: bool,
 }
 
+/// Writes `line` and a newline to stderr, ignoring a failure: `eprintln!`
+/// panics when stderr is a pipe whose reader is gone (a log shipper that
+/// died, `serve 2>&1 | head`), and the task that stops the server on
+/// SIGTERM says "shutting down" first, so the server ran on until SIGKILL.
+fn say(line: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
 /// Resolves on Ctrl-C or SIGTERM.
 pub(crate) async fn shutdown_signal() {
     let interrupt = tokio::signal::ctrl_c();
@@ -178,14 +187,14 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<ExitCode> {
 
 async fn serve_http(settings: Settings) -> Result<ExitCode> {
     let server = pilotage_server::start::start(settings, &pilotage_bundled::ALL).await?;
-    eprintln!("Pilotage Platform: MCP at {}", server.mcp_url());
+    say(format_args!("Pilotage Platform: MCP at {}", server.mcp_url()));
     if let Some((addr, _)) = &server.demo_world {
-        eprintln!("demo capability service at http://{addr}");
+        say(format_args!("demo capability service at http://{addr}"));
     }
     let token = server.shutdown_token();
     tokio::spawn(async move {
         shutdown_signal().await;
-        eprintln!("shutting down");
+        say(format_args!("shutting down"));
         token.cancel();
     });
     server.wait().await;
@@ -233,14 +242,14 @@ pub(crate) async fn migrate(args: SettingsArgs) -> Result<ExitCode> {
     let settings = args.settings()?;
     let store = pilotage_store::Store::connect(&settings.database_url()).await?;
     store.migrate().await?;
-    eprintln!("migrations applied to {}", settings.database_url());
+    say(format_args!("migrations applied to {}", settings.database_url()));
     Ok(ExitCode::SUCCESS)
 }
 
 /// `pilotage demo-world`: the demo capability service alone.
 pub(crate) async fn demo_world(listen: std::net::SocketAddr) -> Result<ExitCode> {
     let listener = tokio::net::TcpListener::bind(listen).await?;
-    eprintln!("demo capability service at http://{}", listener.local_addr()?);
+    say(format_args!("demo capability service at http://{}", listener.local_addr()?));
     pilotage_server::demo::world::serve(listener, Default::default(), shutdown_signal()).await?;
     Ok(ExitCode::SUCCESS)
 }

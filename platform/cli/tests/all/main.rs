@@ -32,6 +32,7 @@ mod protocol_schema;
 mod recipe_twins;
 mod resources;
 mod server_card;
+mod settings_reach;
 mod sql_endpoint;
 mod sql_language;
 mod sql_reach;

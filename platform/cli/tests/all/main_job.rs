@@ -235,3 +235,36 @@ async fn serve_shuts_down_gracefully_on_sigterm() {
     assert!(status.success(), "{status:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `pilotage serve` whose stderr reader is gone (a log shipper that died,
+/// `serve 2>&1 | head -2`) still stops on SIGTERM, exiting 0; before, the
+/// line it writes on its way down panicked the task that stops it, and it
+/// ran on until SIGKILL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_stops_on_sigterm_after_its_log_reader_is_gone() {
+    use tokio::io::AsyncBufReadExt;
+    let dir = std::env::temp_dir().join(crate::endpoint::unique("orphaned-log"));
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_pilotage"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--demo-postgres", "off", "--data-dir"])
+        .arg(&dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let url = crate::support::mcp_url_announced(&mut lines).await;
+    // The readers go away; the server is still serving.
+    drop(lines);
+    drop(child.stdout.take());
+    let health = url.replace("/mcp", "/healthz");
+    assert!(reqwest::get(&health).await.unwrap().status().is_success());
+    let pid = child.id().unwrap().to_string();
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let status = tokio::time::timeout(std::time::Duration::from_secs(15), child.wait())
+        .await
+        .expect("the server exits within 15 s of SIGTERM, its log reader gone")
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

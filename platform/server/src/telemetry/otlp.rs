@@ -195,12 +195,18 @@ impl OtlpPipeline {
     /// most [`EXPORT_TIMEOUT`] per batch). Runs on a blocking thread: the
     /// export itself needs the runtime's workers.
     pub async fn shutdown(self) {
+        use std::io::Write as _;
         let provider = self.provider;
         let stopped = tokio::task::spawn_blocking(move || provider.shutdown()).await;
         match stopped {
             Ok(Ok(())) => {}
-            Ok(Err(error)) => eprintln!("warning: the OTLP exporter did not shut down cleanly: {error}"),
-            Err(error) => eprintln!("warning: the OTLP exporter's shutdown stopped: {error}"),
+            // Never `eprintln!`: it panics when stderr is a closed pipe.
+            Ok(Err(error)) => {
+                let _ = writeln!(std::io::stderr(), "warning: the OTLP exporter did not shut down cleanly: {error}");
+            }
+            Err(error) => {
+                let _ = writeln!(std::io::stderr(), "warning: the OTLP exporter's shutdown stopped: {error}");
+            }
         }
     }
 }

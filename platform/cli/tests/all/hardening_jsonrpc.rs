@@ -220,3 +220,50 @@ async fn methods_the_stateless_revision_removed_are_not_found() {
     assert!(response.headers().contains_key("mcp-session-id"));
     server.stop().await;
 }
+
+/// Two requests with one id in one session at once: the second is refused
+/// at once with -32600 and the id (rmcp keys answers by id, so it was never
+/// answered and waited out the request timeout), the first is answered;
+/// once the first is answered, its id may be used again, and two requests
+/// with different ids in flight together are both answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_reusing_the_id_of_one_in_flight_is_refused_at_once() {
+    let server = server(settings(Backend::Sqlite).await).await;
+    let url = server.mcp_url();
+    let session = session(&url).await;
+    let waiting = |id: i64, ms: u64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "run_workflow", "arguments": {
+            "workflow": {"steps": [{"id": "w", "kind": "call", "capability": "cap_wait", "with": {"ms": ms}}]}}}})
+        .to_string()
+    };
+    let headers = [JSON, ("mcp-session-id", session.as_str()), ("mcp-protocol-version", "2025-11-25")];
+    for accept in ["application/json", "application/json, text/event-stream"] {
+        let headers: Vec<(&str, &str)> = headers.iter().copied().chain([("accept", accept)]).collect();
+        let owned: Vec<(String, String)> =
+            headers.iter().map(|(name, value)| ((*name).to_owned(), (*value).to_owned())).collect();
+        let (first_url, first_body) = (url.clone(), waiting(7, 1500));
+        let first = tokio::spawn(async move {
+            let borrowed: Vec<(&str, &str)> =
+                owned.iter().map(|(name, value)| (name.as_str(), value.as_str())).collect();
+            let response = raw_post(&first_url, &first_body, &borrowed).await;
+            (response.status(), response.text().await.unwrap())
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let started = std::time::Instant::now();
+        let message = refused(&url, &waiting(7, 10), &headers, 400, -32600, json!(7)).await;
+        assert!(message.contains("in flight"), "{accept}: {message}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(1), "{accept}: refused at once");
+        let (status, text) = first.await.unwrap();
+        assert_eq!(status, 200, "{accept}: {text}");
+        assert!(text.contains("\"id\":7") && text.contains("success"), "{accept}: {text}");
+        // Answered: the id is free again; different ids run side by side.
+        let (seven, eight) = (waiting(7, 300), waiting(8, 300));
+        let (again, other) = tokio::join!(raw_post(&url, &seven, &headers), raw_post(&url, &eight, &headers));
+        for response in [again, other] {
+            assert_eq!(response.status(), 200, "{accept}");
+            let text = response.text().await.unwrap();
+            assert!(text.contains("success") && !text.contains("in flight"), "{accept}: {text}");
+        }
+    }
+    server.stop().await;
+}

@@ -88,7 +88,11 @@ async fn resources_mirror_the_tools_byte_for_byte() {
     // Bad URIs: not our form, an unknown Language, an unknown guide.
     for bad in ["pilotage://nothing", "pilotage://guides/nosuch%2Fv9", "pilotage://guides/workflow%2Fv1/nosuch"] {
         match read(&client, bad).await {
-            Err(rmcp::ServiceError::McpError(error)) => assert_eq!(error.code.0, -32002, "{bad}: {error:?}"),
+            Err(rmcp::ServiceError::McpError(error)) => {
+                assert_eq!(error.code.0, -32002, "{bad}: {error:?}");
+                // SEP-2164: the error names the URI it is about.
+                assert_eq!(error.data.as_ref().map(|data| data["uri"].clone()), Some(json!(bad)), "{error:?}");
+            }
             other => panic!("{bad}: {other:?}"),
         }
     }
@@ -247,4 +251,61 @@ async fn sdk_clients_hear_of_a_catalog_change_made_through_another_replica() {
     let python = crate::interop::python_sdk();
     crate::interop::sdk_passes_with(python, "tests/interop/py/updated.py", args, 10).await;
     drop((a, b));
+}
+
+/// Subscriptions are bounded (docs/architecture.md, "Resources"): a session
+/// follows at most 64 resources (subscribing again to one it follows is
+/// fine; after an unsubscribe there is room again), a URI is at most
+/// 1,024 bytes, and each subscribe counts against the tenant's
+/// `requests_per_second` as a read does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(deprecated)] // resources/subscribe is the session-bound form this test drives
+async fn subscriptions_are_bounded_per_session_by_uri_length_and_by_the_request_quota() {
+    let mut configured = settings(Backend::Sqlite).await;
+    configured.admin_token = Some(crate::tenancy::ADMIN_TOKEN.into());
+    let server = server(configured).await;
+    let client = client(&server.mcp_url()).await;
+    let guide = |index: usize| format!("pilotage://guides/workflow%2Fv1/g{index}");
+    let refused_code = |result: Result<(), rmcp::ServiceError>| match result {
+        Err(rmcp::ServiceError::McpError(error)) => (error.code.0, error.message.to_string()),
+        other => panic!("refused expected: {other:?}"),
+    };
+    for index in 0..64 {
+        client.subscribe(SubscribeRequestParams::new(guide(index))).await.unwrap();
+    }
+    let (code, message) = refused_code(client.subscribe(SubscribeRequestParams::new(guide(64))).await);
+    assert_eq!(code, -32000, "{message}");
+    assert!(message.contains("at most 64"), "{message}");
+    client.subscribe(SubscribeRequestParams::new(guide(3))).await.unwrap();
+    client.unsubscribe(rmcp::model::UnsubscribeRequestParams::new(guide(3))).await.unwrap();
+    client.subscribe(SubscribeRequestParams::new(guide(64))).await.unwrap();
+    let long = format!("pilotage://guides/workflow%2Fv1/{}", "x".repeat(2048));
+    let (code, message) = refused_code(client.subscribe(SubscribeRequestParams::new(long)).await);
+    assert_eq!(code, -32602, "{message}");
+    assert!(message.contains("1024 bytes"), "{message}");
+    // Another session has room of its own.
+    let other = crate::endpoint::client(&server.mcp_url()).await;
+    other.subscribe(SubscribeRequestParams::new(guide(100))).await.unwrap();
+    // Subscribes spend the tenant's requests per second.
+    let (status, body) = crate::tenancy::admin(
+        &server,
+        reqwest::Method::PATCH,
+        "/tenants/demo",
+        Some(json!({"quotas": {"requests_per_second": 2}})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let mut refused = 0;
+    for index in 0..20 {
+        if let Err(rmcp::ServiceError::McpError(error)) =
+            other.subscribe(SubscribeRequestParams::new(guide(200 + index))).await
+        {
+            assert!(error.message.contains("requests_per_second"), "{error:?}");
+            refused += 1;
+        }
+    }
+    assert!(refused > 0, "20 subscribes at once went past a quota of 2 per second unrefused");
+    let _ = client.cancel().await;
+    let _ = other.cancel().await;
+    server.stop().await;
 }

@@ -18,7 +18,10 @@
 //!   error after the timeout);
 //! - a session DELETE answers 204 (not 202), which every client accepts;
 //! - requests and answers of the 2025-11-25 task form are put in shape
-//!   (`task_form`).
+//!   (`task_form`);
+//! - a request whose id is that of a request still in flight in the same
+//!   session gets -32600 at once (rmcp keys its answers by id, so the
+//!   second would never be answered and wait out the request timeout).
 
 use std::time::Duration;
 
@@ -37,8 +40,8 @@ use crate::mcp::arguments::EdgeArguments;
 use crate::mcp::tasks_2025::Form2025;
 use pilotage_protocol::jsonrpc;
 
-/// The layer's settings.
-#[derive(Clone, Copy, Debug)]
+/// The layer's settings, and the requests in flight.
+#[derive(Clone, Debug)]
 pub(crate) struct Compat {
     /// Largest body read, in bytes.
     pub max_body_bytes: usize,
@@ -47,6 +50,50 @@ pub(crate) struct Compat {
     /// Time allowed for the body to arrive once the head is read (setting
     /// `body_read_timeout_ms`).
     pub body_read_timeout: Duration,
+    /// The ids of the requests in flight, by session.
+    pub in_flight: InFlight,
+}
+
+/// The `(session, request id)` pairs of this replica's requests in flight
+/// (JSON-RPC 2.0 §4: an id identifies one request; MCP: unique within a
+/// session). An id is in flight from the request's arrival until its answer
+/// is sent whole (or the client goes away), so a second request with the
+/// same id meanwhile can be refused instead of never answered. Bounded by
+/// the requests in flight, themselves bounded by `max_connections`.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct InFlight(std::sync::Arc<std::sync::Mutex<std::collections::HashSet<(String, String)>>>);
+
+impl InFlight {
+    /// Marks `id` in flight in `session`; `None` when it already is.
+    fn claim(&self, session: &str, id: &Value) -> Option<InFlightId> {
+        let key = (session.to_owned(), id.to_string());
+        let mut held = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        held.insert(key.clone()).then(|| InFlightId { set: self.clone(), key })
+    }
+}
+
+/// One claimed id; dropping it ends the claim.
+#[derive(Debug)]
+struct InFlightId {
+    set: InFlight,
+    key: (String, String),
+}
+
+impl Drop for InFlightId {
+    fn drop(&mut self) {
+        self.set.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&self.key);
+    }
+}
+
+/// `response` with `claim` held until its body is sent whole or dropped
+/// (an event stream's answer comes after the handler returns).
+fn holding(response: Response, claim: InFlightId) -> Response {
+    let (parts, body) = response.into_parts();
+    let stream = body.into_data_stream().map(move |chunk| {
+        let _held = &claim;
+        chunk
+    });
+    Response::from_parts(parts, Body::from_stream(stream))
 }
 
 fn rpc_error(status: StatusCode, id: Value, code: i64, message: &str) -> Response {
@@ -142,6 +189,21 @@ pub(crate) async fn compat(State(settings): State<Compat>, request: Request, nex
         parts.extensions.insert(EdgeArguments(std::sync::Arc::new(arguments)));
     }
     let id = message.id.clone();
+    let session = parts.headers.get(super::session_binding::SESSION_HEADER).and_then(|value| value.to_str().ok());
+    let claim = match (message.kind, session) {
+        (jsonrpc::MessageKind::Request, Some(session)) => match settings.in_flight.claim(session, &id) {
+            Some(claim) => Some(claim),
+            None => {
+                return rpc_error(
+                    StatusCode::BAD_REQUEST,
+                    id,
+                    jsonrpc::INVALID_REQUEST,
+                    "Invalid Request: a request with this id is still in flight in this session; give each request an id of its own",
+                );
+            }
+        },
+        _ => None,
+    };
     let id_for_errors = id.clone();
     parts.headers.insert(header::ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
     match parts.headers.get(header::CONTENT_TYPE).map(|value| value.to_str().unwrap_or("")) {
@@ -172,7 +234,7 @@ pub(crate) async fn compat(State(settings): State<Compat>, request: Request, nex
         unwrap_event_stream(response, &id).await
     };
     let echo = id_for_errors.clone();
-    match tokio::time::timeout(timeout, work).await {
+    let response = match tokio::time::timeout(timeout, work).await {
         Ok(response) => as_rpc_error(response, echo).await,
         Err(_) => rpc_error(
             StatusCode::GATEWAY_TIMEOUT,
@@ -180,6 +242,11 @@ pub(crate) async fn compat(State(settings): State<Compat>, request: Request, nex
             -32603,
             &format!("the request took longer than {} ms", timeout.as_millis()),
         ),
+    };
+    // A JSON answer is whole here; an event stream's comes as it streams.
+    match claim {
+        Some(claim) if is_event_stream(&response) => holding(response, claim),
+        _ => response,
     }
 }
 

@@ -185,6 +185,7 @@ pub(crate) fn app(
         max_body_bytes: settings.max_body_bytes,
         timeout: Duration::from_millis(settings.request_timeout_ms),
         body_read_timeout: Duration::from_millis(settings.body_read_timeout_ms),
+        in_flight: compat::InFlight::default(),
     };
     let binding = session_binding::SessionBinding { bindings, shared, evictions: evict };
     let auth = admin.auth.clone();

@@ -23,6 +23,20 @@ use crate::tenancy::{Platform, ToolListeners};
 /// resource URIs it accepted.
 type Listening = (String, SubscriptionSink, Vec<String>);
 
+/// Resources one session (or one `subscriptions/listen`) may follow at
+/// once. With [`MAX_URI_BYTES`] per URI, a session holds at most 64 KiB of
+/// them, and a principal (64 sessions at most) 4 MiB.
+pub const MAX_SUBSCRIPTIONS: usize = 64;
+
+/// The longest resource URI accepted for a subscription, in bytes (this
+/// surface's URIs are far shorter: a Language name and a guide id).
+pub const MAX_URI_BYTES: usize = 1024;
+
+/// A session asked for more than [`MAX_SUBSCRIPTIONS`] resources.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("a session follows at most {MAX_SUBSCRIPTIONS} resources: unsubscribe from one first")]
+pub struct SubscriptionsFull;
+
 /// Connected MCP sessions and open `subscriptions/listen` requests, for
 /// `notifications/tools/list_changed` (Part III §4.7).
 #[derive(Debug, Default)]
@@ -50,9 +64,19 @@ impl Listeners {
         self.subscribed.lock().unwrap_or_else(|p| p.into_inner()).remove(session_id);
     }
 
-    /// Subscribes a session to a resource's updates.
-    pub fn subscribe(&self, session_id: &str, uri: String) {
-        self.subscribed.lock().unwrap_or_else(|p| p.into_inner()).entry(session_id.to_owned()).or_default().insert(uri);
+    /// Subscribes a session to a resource's updates (again: nothing new).
+    ///
+    /// # Errors
+    /// [`SubscriptionsFull`] when the session already holds
+    /// [`MAX_SUBSCRIPTIONS`] others.
+    pub fn subscribe(&self, session_id: &str, uri: String) -> Result<(), SubscriptionsFull> {
+        let mut subscribed = self.subscribed.lock().unwrap_or_else(|p| p.into_inner());
+        let uris = subscribed.entry(session_id.to_owned()).or_default();
+        if uris.len() >= MAX_SUBSCRIPTIONS && !uris.contains(&uri) {
+            return Err(SubscriptionsFull);
+        }
+        uris.insert(uri);
+        Ok(())
     }
 
     /// Ends a session's subscription to a resource.

@@ -60,14 +60,17 @@ fn resource(uri: String, name: String, description: String) -> Resource {
 /// call would have answered (`bounds_exceeded`): a resource request has no
 /// `isError` result to carry it.
 pub(crate) fn admit(context: &Context) -> Result<(), McpError> {
-    context.tenant.admit_request().map_err(|exceeded| {
-        let error = pilotage_protocol::request_error::RequestError::new(
-            pilotage_protocol::request_error::RequestErrorKind::BoundsExceeded,
-            exceeded.to_string(),
-        );
-        let data = serde_json::to_value(&error).ok();
-        McpError::new(rmcp::model::ErrorCode(-32000), exceeded.to_string(), data)
-    })
+    context.tenant.admit_request().map_err(|exceeded| bounds_exceeded(exceeded.to_string()))
+}
+
+/// A resource request refused by a bound: -32000 with the request error
+/// `bounds_exceeded` saying which as `data`.
+pub(crate) fn bounds_exceeded(message: String) -> McpError {
+    let error = pilotage_protocol::request_error::RequestError::new(
+        pilotage_protocol::request_error::RequestErrorKind::BoundsExceeded,
+        message.clone(),
+    );
+    McpError::new(rmcp::model::ErrorCode(-32000), message, serde_json::to_value(&error).ok())
 }
 
 /// Every resource the caller can read: the manifest, then per Language
@@ -138,6 +141,18 @@ pub(crate) fn templates() -> Vec<ResourceTemplate> {
     ]
 }
 
+/// Resource not found for `uri`: `data` is `more` (an object; anything
+/// else is dropped) with the member `uri` (SEP-2164: a client learns which
+/// of its reads failed without matching ids).
+pub(crate) fn not_found(message: String, uri: &str, more: Option<serde_json::Value>) -> McpError {
+    let mut data = match more {
+        Some(serde_json::Value::Object(members)) => members,
+        _ => serde_json::Map::new(),
+    };
+    data.insert("uri".to_owned(), serde_json::Value::String(uri.to_owned()));
+    McpError::resource_not_found(message, Some(serde_json::Value::Object(data)))
+}
+
 /// Reads `uri` for `context`'s caller: the tool's answer as the text of
 /// one JSON content; a `ui://` URI is a view's document (`apps::read`).
 ///
@@ -145,16 +160,18 @@ pub(crate) fn templates() -> Vec<ResourceTemplate> {
 /// Resource not found (-32002; rmcp sends -32602 to 2026-07-28 peers, as
 /// that revision asks) for a URI of no known form, a `ui://` URI that is no
 /// view, and for what the tool answers with a request error (an unknown
-/// Language or guide, a bad cursor), the request error as `data`.
+/// Language or guide, a bad cursor), the request error as `data`; `data`
+/// always names the `uri` asked for (SEP-2164).
 pub(crate) fn read(context: &Context, uri: &str) -> Result<ReadResourceResult, McpError> {
     if apps::is_ui(uri) {
-        return apps::read(uri).map_err(|error| McpError::resource_not_found(error.to_string(), None));
+        return apps::read(uri).map_err(|error| not_found(error.to_string(), uri, None));
     }
     let Some(resource) = ResourceRef::parse(uri) else {
-        return Err(McpError::resource_not_found(
+        return Err(not_found(
             format!(
                 "'{uri}' is none of pilotage://manifest, pilotage://guides/{{language}}[/{{id}}], pilotage://catalog/{{language}}"
             ),
+            uri,
             None,
         ));
     };
@@ -166,8 +183,7 @@ pub(crate) fn read(context: &Context, uri: &str) -> Result<ReadResourceResult, M
             meta: None,
         }])),
         Err(OpError::Request(error)) => {
-            let data = serde_json::to_value(&error).ok();
-            Err(McpError::resource_not_found(error.error.message.clone(), data))
+            Err(not_found(error.error.message.clone(), uri, serde_json::to_value(&error).ok()))
         }
         Err(OpError::Structural(message)) => Err(McpError::invalid_params(message, None)),
     }

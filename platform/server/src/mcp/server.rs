@@ -19,7 +19,7 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
 use super::content::{envelope, run_envelope, structured_with_text};
-use super::listeners::Listeners;
+use super::listeners::{Listeners, MAX_SUBSCRIPTIONS, MAX_URI_BYTES};
 use super::resolution::ToolResolution;
 use super::tasks_2025::{self, Form2025};
 use super::tools::{self, ToolRole};
@@ -183,8 +183,16 @@ impl ServerHandler for PilotageServer {
     /// resource-list changes, and updates of the requested resources of
     /// this surface.
     fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
-        let ours: Vec<String> =
-            requested.resource_subscriptions.iter().flatten().filter(|uri| is_resource(uri)).cloned().collect();
+        // The accepted filter tells the client which URIs it follows: at
+        // most MAX_SUBSCRIPTIONS of this surface's, none over MAX_URI_BYTES.
+        let ours: Vec<String> = requested
+            .resource_subscriptions
+            .iter()
+            .flatten()
+            .filter(|uri| uri.len() <= MAX_URI_BYTES && is_resource(uri))
+            .take(MAX_SUBSCRIPTIONS)
+            .cloned()
+            .collect();
         Some(
             SubscriptionFilter::builder()
                 .tools_list_changed()
@@ -265,11 +273,23 @@ impl ServerHandler for PilotageServer {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        if !is_resource(&request.uri) {
-            return Err(McpError::resource_not_found(format!("'{}' is no resource of this server", request.uri), None));
+        let session = self.session_id(&context.extensions);
+        let context = self.context(&context.extensions)?;
+        resources::admit(&context)?;
+        if request.uri.len() > MAX_URI_BYTES {
+            return Err(McpError::invalid_params(format!("a resource URI is at most {MAX_URI_BYTES} bytes"), None));
         }
-        if let Some(session) = self.session_id(&context.extensions) {
-            self.listeners.subscribe(&session, request.uri);
+        if !is_resource(&request.uri) {
+            return Err(resources::not_found(
+                format!("'{}' is no resource of this server", request.uri),
+                &request.uri,
+                None,
+            ));
+        }
+        if let Some(session) = session {
+            self.listeners
+                .subscribe(&session, request.uri)
+                .map_err(|full| resources::bounds_exceeded(full.to_string()))?;
         }
         Ok(())
     }

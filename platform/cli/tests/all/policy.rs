@@ -147,6 +147,16 @@ async fn the_tenants_policy_holds_denies_and_budgets_runs() {
         .await
         .unwrap();
     assert_eq!(own.status(), 403);
+    // Nor as an operator: a token of the same subject holding
+    // pilotage:admin is refused too (it was accepted, decided_by=alice).
+    let own_as_operator = reqwest::Client::new()
+        .post(format!("http://{}/admin/v1/tenants/acme/approvals/{id}/approve", server.addr))
+        .bearer_auth(world.token("acme", "alice", "pilotage:admin"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(own_as_operator.status(), 403);
+    assert!(own_as_operator.text().await.unwrap().contains("its own request"));
     // Another tenant's admin sees nothing of it.
     let foreign = reqwest::Client::new()
         .post(format!("http://{}/admin/v1/tenants/acme/approvals/{id}/approve", server.addr))
@@ -324,6 +334,18 @@ async fn a_human_reads_the_plan_and_decides_on_the_approval_page() {
     settled(&browser, "#own", "someone else must decide").await;
     assert!(!browser.exists("#approve").await.unwrap());
 
+    // An id holding encoded slashes keeps the sign-in form on its own path
+    // (it posted to /console/sign-out/sign-in).
+    let base = format!("http://{}", server.addr);
+    let strange = Browser::start().await.unwrap();
+    strange.goto(&format!("{base}/approvals/x%2F..%2F..%2Fconsole%2Fsign-out")).await.unwrap();
+    let action = strange.find("form").await.unwrap().attribute("action").await.unwrap().unwrap();
+    let segment = action.strip_prefix("/approvals/").and_then(|rest| rest.strip_suffix("/sign-in"));
+    assert!(segment.is_some_and(|id| !id.contains('/') && !id.contains("..")), "{action}");
+    let resolved = strange.script("return document.querySelector('form').action;", vec![]).await.unwrap();
+    assert_eq!(resolved, json!(format!("{base}{action}")), "the browser posts where the form says");
+    strange.close().await.unwrap();
+
     // An approver of another tenant sees no such approval.
     let other = Browser::start().await.unwrap();
     other.goto(&url).await.unwrap();
@@ -358,7 +380,32 @@ async fn a_human_reads_the_plan_and_decides_on_the_approval_page() {
         .await
         .unwrap();
     settled(&approver, "h1", "Refused").await;
+    // A decision posted from another site's page is refused by its Origin,
+    // even with the session's cookie and a valid form token; so is a
+    // sign-in (login CSRF). Nothing was decided.
+    let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let cross_site = http
+        .post(format!("{url}/decision"))
+        .header("origin", "https://evil.example")
+        .header("cookie", format!("pilotage_approver={}", cookie.value))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("csrf={csrf}&decision=approve"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cross_site.status(), 403);
+    let forged_sign_in = http
+        .post(format!("{url}/sign-in"))
+        .header("origin", "https://evil.example")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("token={}", world.token("acme", "dana", "pilotage:approve")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged_sign_in.status(), 403);
+    assert!(forged_sign_in.headers().get("set-cookie").is_none());
     approver.goto(&url).await.unwrap();
+    settled(&approver, "#state", "pending").await;
     approver.click("#approve").await.unwrap();
     settled(&approver, "#state", "approved").await;
     // Replaying the same form finds nothing to decide.
@@ -691,4 +738,124 @@ async fn the_settings_file_sets_tenants_policies_at_start() {
     let bad: pilotage_server::settings::Settings = toml::from_str("[policies.demo]\napproval_ttl_s = 0\n").unwrap();
     let error = bad.check().unwrap_err().to_string();
     assert!(error.contains("policies.demo.approval_ttl_s"), "{error}");
+}
+
+/// A stored policy the admin API would refuse (a budget window of 0 s,
+/// written by hand or by another version) is read as the fail-safe one:
+/// a Run that changes state waits for approval and a read runs, where
+/// every execute the budget counted answered -32603; a stored policy in
+/// range is read as it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_policy_out_of_range_fails_safe_instead_of_failing_every_run() {
+    let mut configured = crate::endpoint::settings(crate::endpoint::Backend::Sqlite).await;
+    configured.admin_token = Some(crate::tenancy::ADMIN_TOKEN.into());
+    let server = crate::endpoint::server(configured).await;
+    let agent = Connection::http(&server.mcp_url(), None).await.unwrap();
+    let cancel = json!({"workflow": {"steps": [{"id": "c", "kind": "call", "capability": "cap_cancel_order", "with": {"order_id": "o-1001"}}]}});
+    let read = json!({"workflow": {"steps": [{"id": "r", "kind": "call", "capability": "cap_read_user_profile", "with": {"user_id": "42"}}]}});
+    for (window_s, cancelled) in [(0, "approval_required"), (60, "success")] {
+        let store = server.platform.store();
+        let mut row = store.tenant("demo").await.unwrap().unwrap();
+        row.policy = json!({"budgets": [{"risk": "write", "runs": 5, "window_s": window_s}]}).to_string();
+        store.tenant_update(&row).await.unwrap();
+        pilotage_server::tenancy::load::reload(&server.platform, "demo").await.unwrap();
+        let (status, stored) = admin(&server, reqwest::Method::GET, "/tenants/demo/policy", None).await;
+        assert_eq!(status, 200, "{stored}");
+        let budgets = stored["policy"]["budgets"].as_array().cloned().unwrap_or_default();
+        assert_eq!(budgets.iter().any(|budget| budget["window_s"] == window_s), window_s > 0, "{stored}");
+        let held = result(agent.call("run_workflow", cancel.clone()).await.unwrap());
+        assert_eq!(held["outcome"]["status"], cancelled, "window {window_s}: {held}");
+        let ran = result(agent.call("run_workflow", read.clone()).await.unwrap());
+        assert_eq!(ran["outcome"]["status"], "success", "window {window_s}: {ran}");
+    }
+    agent.close().await;
+    server.stop().await;
+}
+
+/// Concurrent retries of one idempotency key get the key's answer (the
+/// Run's outcome, or "not finished; retry later with the same key") and
+/// never meet the policy again: no `budget_exceeded` while the budget's one
+/// Run is the key's own, no second approval request once the first is
+/// approved, and the key takes one unit of budget in all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retries_of_one_key_get_its_answer_and_never_meet_the_policy_again() {
+    let world = strict_world().await;
+    let server = &world.server;
+    let slow = format!("http://{}/wait", server.demo_world.as_ref().unwrap().0);
+    let (status, report) = admin(
+        server,
+        reqwest::Method::POST,
+        "/tenants/acme/catalog/apply",
+        Some(json!({"entries": [entry(
+            "cap_slow_write",
+            "write",
+            json!({"readOnly": false, "destructive": false, "openWorld": false}),
+            &slow,
+        )]})),
+    )
+    .await;
+    assert_eq!(status, 200, "{report}");
+    let alice = world.as_("acme", "alice", MCP).await;
+    let asked = |key: &str| {
+        json!({"workflow": {"steps": [{"id": "w", "kind": "call", "capability": "cap_slow_write", "with": {"ms": 800}}]},
+               "idempotency_key": key})
+    };
+    // Four retries at once, each the key's answer.
+    let burst = |key: &'static str| {
+        let alice = &alice;
+        let asked = asked(key);
+        async move {
+            let calls = (0..4).map(|_| {
+                let asked = asked.clone();
+                async move { result(alice.call("run_workflow", asked).await.unwrap()) }
+            });
+            futures::future::join_all(calls).await
+        }
+    };
+    let the_keys_answer = |answers: &[Value]| {
+        for answer in answers {
+            let status = answer["outcome"]["status"].as_str();
+            let in_progress = answer["error"]["message"].as_str().is_some_and(|m| m.contains("has not finished"));
+            assert!(status == Some("success") || in_progress, "{answer}");
+        }
+        assert!(answers.iter().any(|answer| answer["outcome"]["status"] == "success"), "{answers:?}");
+    };
+
+    // A budget of one write Run: the key's retries take it once.
+    let (status, _) = admin(
+        server,
+        reqwest::Method::PUT,
+        "/tenants/acme/policy",
+        Some(json!({"budgets": [{"risk": "write", "runs": 1, "window_s": 3600}]})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    the_keys_answer(&burst("budget-key").await);
+    let replayed = result(alice.call("run_workflow", asked("budget-key")).await.unwrap());
+    assert_eq!(replayed["outcome"]["status"], "success", "{replayed}");
+    let another = result(alice.call("run_workflow", asked("another-key")).await.unwrap());
+    assert_eq!(another["outcome"]["status"], "budget_exceeded", "the key took the one unit: {another}");
+
+    // Approval: held once (the claim is freed), approved, then retried at
+    // once: one Run, and no approval request left pending.
+    let (status, _) = admin(
+        server,
+        reqwest::Method::PUT,
+        "/tenants/acme/policy",
+        Some(json!({"rules": [{"risk": "write", "decision": "approve"}]})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let held = result(alice.call("run_workflow", asked("approved-key")).await.unwrap());
+    assert_eq!(held["outcome"]["status"], "approval_required", "{held}");
+    let id = held["approval"]["id"].as_str().unwrap().to_owned();
+    let (status, approved) =
+        admin(server, reqwest::Method::POST, &format!("/tenants/acme/approvals/{id}/approve"), None).await;
+    assert_eq!(status, 200, "{approved}");
+    the_keys_answer(&burst("approved-key").await);
+    let (status, listed) = admin(server, reqwest::Method::GET, "/tenants/acme/approvals", None).await;
+    assert_eq!(status, 200, "{listed}");
+    let pending: Vec<&Value> =
+        listed["approvals"].as_array().unwrap().iter().filter(|approval| approval["state"] == "pending").collect();
+    assert!(pending.is_empty(), "retries left approval requests pending: {pending:?}");
 }

@@ -201,7 +201,7 @@ pub(crate) async fn credential_until(state: &AdminState, token: &str) -> Result<
     if let Some(operator) = &state.operator_token
         && bool::from(operator.as_bytes().ct_eq(token.as_bytes()))
     {
-        return Ok((Credential::Admin(Admin::Operator("operator".into())), None));
+        return Ok((Credential::Admin(Admin::Operator(crate::policy::approvals::OPERATOR_TOKEN_ACTOR.into())), None));
     }
     let claims = match state.auth.settings.mode {
         AuthMode::Jwt => match &state.auth.verifier {

@@ -109,13 +109,16 @@ fn not_found() -> Response {
 }
 
 fn sign_in_form(id: &str, message: Option<&str>) -> Response {
+    // The form posts to this approval's own path: the id is one path
+    // segment (an id holding `/` or `..` must not move the form elsewhere).
+    let action = escape(&format!("/approvals/{}/sign-in", urlencode(id)));
     let id = escape(id);
     let note = message.map(|m| format!("<p role=\"alert\">{}</p>", escape(m))).unwrap_or_default();
     html(
         if message.is_some() { StatusCode::UNAUTHORIZED } else { StatusCode::OK },
         "Sign in to decide",
         &format!(
-            "<h1>Sign in to decide approval {id}</h1>{note}<form method=\"post\" action=\"/approvals/{id}/sign-in\"><label for=\"token\">Credential (the operator token, or a token holding pilotage:approve for this tenant)</label><input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"off\" required><p><button type=\"submit\">Sign in</button></p></form>"
+            "<h1>Sign in to decide approval {id}</h1>{note}<form method=\"post\" action=\"{action}\"><label for=\"token\">Credential (the operator token, or a token holding pilotage:approve for this tenant)</label><input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"off\" required><p><button type=\"submit\">Sign in</button></p></form>"
         ),
     )
 }

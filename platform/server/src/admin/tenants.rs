@@ -30,8 +30,7 @@ pub(crate) fn check_tenant_id(id: &str) -> Result<(), ApiError> {
 
 /// The JSON of a stored policy (`{}` reads as the default).
 pub(super) fn policy_json(text: &str) -> Value {
-    let policy: crate::policy::Policy =
-        serde_json::from_str(text).unwrap_or_else(|_| crate::policy::Policy::fail_safe());
+    let policy = crate::policy::Policy::read_stored(text).unwrap_or_else(|_| crate::policy::Policy::fail_safe());
     json!({"policy": policy, "version": policy.version()})
 }
 

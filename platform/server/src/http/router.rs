@@ -209,10 +209,14 @@ pub(crate) fn app(
         .layer(axum::middleware::from_fn_with_state(compat, compat::compat))
         .layer(axum::middleware::from_fn_with_state(auth.clone(), require_principal))
         .layer(axum::middleware::from_fn_with_state(origins.clone(), origin::mcp_origin));
-    let approval_page = crate::admin::approval_page(admin.clone()).layer(axum::middleware::from_fn_with_state(
-        connections::BodyDeadline(Duration::from_millis(settings.body_read_timeout_ms)),
-        connections::body_deadline,
-    ));
+    // The approval page's forms (sign-in, decision) are refused when posted
+    // from another site's page, as the console's are.
+    let approval_page = crate::admin::approval_page(admin.clone())
+        .layer(axum::middleware::from_fn_with_state(
+            connections::BodyDeadline(Duration::from_millis(settings.body_read_timeout_ms)),
+            connections::body_deadline,
+        ))
+        .layer(axum::middleware::from_fn_with_state(origins.clone(), origin::admin_origin));
     // The console exists only when the setting is on: off, no route of it
     // is mounted and nothing of it runs on any request.
     // A form posted from another site's page (a forged sign-in) is refused

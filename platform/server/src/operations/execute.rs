@@ -8,7 +8,10 @@
 //! 3. revalidation (inline) or the promotion baseline (`program_ref`);
 //! 4. input and context binding;
 //! 5. execution: claim the idempotency key (owned by this process under a
-//!    renewed lease, `idempotency.rs`), run under bounds, record the run
+//!    renewed lease, `idempotency.rs`; a retry finding the key claimed gets
+//!    the key's answer, recorded or in progress, and meets neither the
+//!    tenant's policy nor its quotas), then the policy on risk and the
+//!    quotas (a refusal frees the claim), run under bounds, record the run
 //!    durably when retained, then respond. A component may still refuse
 //!    before invoking anything, when the program cannot run in the mode
 //!    asked (a check `validate` cannot make, not knowing the mode): the
@@ -432,9 +435,58 @@ pub(crate) async fn execute_with(
         ));
     }
 
+    // The idempotency claim comes before the policy and the quotas: a
+    // retry of a request already claimed (recorded, or still running) is
+    // answered from the claim alone, so concurrent retries of one key
+    // never meet the policy again (no second approval request, no budget
+    // taken) and a burst of identical requests cannot exhaust the tenant's
+    // concurrent-run quota.
+    let principal = context.caller.principal.clone();
+    let mut lease = None;
+    if let Some((key, runnable_hash, input_hash)) = &idempotency {
+        let leases = context.platform.leases();
+        let now = context.platform.clock().now_ms();
+        let claim = context
+            .platform
+            .store()
+            .idempotency_claim(&NewClaim {
+                tenant: &principal.tenant,
+                subject: &principal.subject,
+                key,
+                runnable_hash,
+                input_hash,
+                run_id: &run_id,
+                owner: leases.instance_id(),
+                now_ms: now,
+                lease_expires_at: leases.lease_until(now),
+                expires_at: now + idempotency_window(&retention).as_millis() as i64,
+            })
+            .await
+            .map_err(|e| internal(&e))?;
+        match claim {
+            Claim::Held(held) => {
+                if &held.runnable_hash != runnable_hash || &held.input_hash != input_hash {
+                    return Err(conflict(key));
+                }
+                return replay(context, key, effective_level(requested_level, description.trace_ceiling)).await;
+            }
+            // Renewed while this request is served; a killed process stops
+            // renewing, and a retry then records the Run as interrupted.
+            Claim::Claimed => lease = Some(leases.hold(&principal.tenant, &principal.subject, key, &run_id)),
+        }
+    }
+    // Frees the claim of a request refused before it runs, so the same key
+    // can be retried (once approved, once the budget or quota allows).
+    let unclaim = async || {
+        if let Some((key, _, _)) = &idempotency {
+            let _ =
+                context.platform.store().idempotency_release(&principal.tenant, &principal.subject, key, &run_id).await;
+        }
+    };
+
     // The tenant's policy on risk (Part II §7.3, enforced here): a held,
     // denied or over-budget Run is refused like the ones above, before
-    // any key is claimed or anything runs.
+    // anything runs; its key's claim is freed.
     let kind = match (test_run, deploy) {
         (true, _) => RunKind::Test,
         (false, true) => RunKind::Deploy,
@@ -465,11 +517,18 @@ pub(crate) async fn execute_with(
         &context.caller.principal.scopes,
         &run_id,
     )
-    .await
-    .map_err(|e| internal(&e))?;
+    .await;
+    let gate = match gate {
+        Ok(gate) => gate,
+        Err(error) => {
+            unclaim().await;
+            return Err(internal(&error));
+        }
+    };
     let budget = match gate {
         Gate::Pass(taken) => taken,
         Gate::Refuse { status, error, approval } => {
+            unclaim().await;
             let mut response = refused(context, &language, run_id, status, &error, None);
             if let (Some(approval), Some(object)) = (approval, response.as_object_mut()) {
                 object.insert("approval".into(), approval);
@@ -479,53 +538,12 @@ pub(crate) async fn execute_with(
     };
 
     // 5. Execution, within the tenant's quotas (checked before anything
-    // runs, so a refusal is a request error). The idempotency claim comes
-    // first: a retry of a request already claimed is answered from the
-    // claim and takes no Run slot, so a burst of identical requests cannot
-    // exhaust the tenant's concurrent-run quota.
-    let principal = context.caller.principal.clone();
-    let mut lease = None;
-    if let Some((key, runnable_hash, input_hash)) = &idempotency {
-        let leases = context.platform.leases();
-        let now = context.platform.clock().now_ms();
-        let claim = context
-            .platform
-            .store()
-            .idempotency_claim(&NewClaim {
-                tenant: &principal.tenant,
-                subject: &principal.subject,
-                key,
-                runnable_hash,
-                input_hash,
-                run_id: &run_id,
-                owner: leases.instance_id(),
-                now_ms: now,
-                lease_expires_at: leases.lease_until(now),
-                expires_at: now + idempotency_window(&retention).as_millis() as i64,
-            })
-            .await
-            .map_err(|e| internal(&e))?;
-        match claim {
-            Claim::Held(held) => {
-                budget.give_back(&context.platform).await;
-                if &held.runnable_hash != runnable_hash || &held.input_hash != input_hash {
-                    return Err(conflict(key));
-                }
-                return replay(context, key, effective_level(requested_level, description.trace_ceiling)).await;
-            }
-            // Renewed while this request is served; a killed process stops
-            // renewing, and a retry then records the Run as interrupted.
-            Claim::Claimed => lease = Some(leases.hold(&principal.tenant, &principal.subject, key, &run_id)),
-        }
-    }
-    // A refusal from here on frees the claim, so the same key can be
-    // retried once the quota allows.
+    // runs, so a refusal is a request error). A refusal from here on gives
+    // the budget back and frees the claim, so the same key can be retried
+    // once the quota allows.
     let free = async || {
         budget.give_back(&context.platform).await;
-        if let Some((key, _, _)) = &idempotency {
-            let _ =
-                context.platform.store().idempotency_release(&principal.tenant, &principal.subject, key, &run_id).await;
-        }
+        unclaim().await;
     };
     let release = async |error: OpError| {
         free().await;

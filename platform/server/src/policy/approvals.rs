@@ -233,7 +233,7 @@ pub(crate) async fn decide(
 ) -> Result<ApprovalRow, DecideError> {
     let store = platform.store();
     let row = store.approval(tenant, id).await?.ok_or(DecideError::NotFound)?;
-    if approver.tenant.as_deref() == Some(row.tenant.as_str()) && approver.subject == row.subject {
+    if approver.asked(&row) {
         return Err(DecideError::OwnRequest);
     }
     let now = platform.clock().now_ms();
@@ -262,6 +262,10 @@ pub(crate) async fn decide(
     Ok(store.approval(tenant, id).await?.unwrap_or(row))
 }
 
+/// How the audit log and approvals name the holder of the operator token
+/// (`admin_token`), which names no subject of its own.
+pub(crate) const OPERATOR_TOKEN_ACTOR: &str = "operator";
+
 /// Who decides an approval.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Approver {
@@ -278,6 +282,19 @@ impl Approver {
             Some(tenant) => format!("{}@{tenant}", self.subject),
             None => self.subject.clone(),
         }
+    }
+
+    /// Whether the approver is the subject who asked for `row`: of the
+    /// same tenant, or an operator whose token names that subject (an
+    /// operator's token and an agent's come from the same identity
+    /// provider, where one subject is one person). The operator token,
+    /// which names no subject, never asked anything.
+    pub(crate) fn asked(&self, row: &ApprovalRow) -> bool {
+        self.subject == row.subject
+            && match &self.tenant {
+                Some(tenant) => *tenant == row.tenant,
+                None => self.subject != OPERATOR_TOKEN_ACTOR,
+            }
     }
 
     /// Whether the approver may decide for `tenant`.

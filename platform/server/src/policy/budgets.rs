@@ -75,7 +75,8 @@ pub(crate) async fn take(
     let taken = Taken { tenant: tenant.to_owned(), units: Default::default() };
     let mut outcome = Ok(None);
     for (index, budget) in policy.budgets_of(request) {
-        let window_ms = (budget.window_s * 1000) as i64;
+        // `Policy::check` keeps windows at 1 s or more; never divide by 0.
+        let window_ms = (budget.window_s.max(1) * 1000) as i64;
         let window_start = now - now.rem_euclid(window_ms);
         let holder = match budget.per {
             BudgetHolder::Principal => subject.to_owned(),

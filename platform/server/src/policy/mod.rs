@@ -261,6 +261,9 @@ pub enum PolicyError {
         /// What is wrong.
         message: String,
     },
+    /// Occurs when a stored policy is not JSON of a policy's shape.
+    #[error("{0}")]
+    Unreadable(String),
 }
 
 impl Policy {
@@ -292,6 +295,20 @@ impl Policy {
             }
         }
         Ok(())
+    }
+
+    /// A stored policy read back: parsed, then checked as one written
+    /// through the admin API is, since a row written by another version or
+    /// by hand may hold what the API refuses (a budget window of 0 s would
+    /// divide by zero at every Run it counts).
+    ///
+    /// # Errors
+    /// [`PolicyError::Unreadable`] when it does not parse;
+    /// [`PolicyError::OutOfRange`] when [`Policy::check`] refuses it.
+    pub fn read_stored(text: &str) -> Result<Policy, PolicyError> {
+        let policy: Policy = serde_json::from_str(text).map_err(|error| PolicyError::Unreadable(error.to_string()))?;
+        policy.check()?;
+        Ok(policy)
     }
 
     /// The policy of a tenant whose stored policy does not read: every

@@ -169,7 +169,7 @@ pub fn apply_row(platform: &Platform, row: &TenantRow) -> Arc<Tenant> {
     }
     // Likewise the policy on risk; one that no longer reads holds every
     // Run that changes state for approval rather than allowing it.
-    match serde_json::from_str::<crate::policy::Policy>(&row.policy) {
+    match crate::policy::Policy::read_stored(&row.policy) {
         Ok(policy) => tenant.set_policy(policy),
         Err(error) => {
             tracing::error!(tenant = %row.id, %error, "the stored policy on risk does not read; every Run that changes state needs approval");

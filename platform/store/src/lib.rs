@@ -47,6 +47,7 @@ pub mod promoted;
 pub mod runs;
 pub mod sealing;
 pub mod secrets;
+mod sign_ins;
 mod store;
 pub mod tasks;
 pub mod tenants;

@@ -227,7 +227,8 @@ impl Store {
         Ok(sqlx::query("DELETE FROM runs WHERE session_id IS NOT NULL").execute(&self.pool).await?.rows_affected())
     }
 
-    /// Deletes expired records, idempotency keys and tasks.
+    /// Deletes expired records, idempotency keys, tasks and ended
+    /// sign-ins.
     ///
     /// # Errors
     /// [`StoreError`] when the write fails.
@@ -244,7 +245,8 @@ impl Store {
             .await?
             .rows_affected();
         let tasks = self.tasks_sweep(now_ms).await?;
-        Ok(runs + keys + tasks)
+        let sign_ins = self.sign_ins_sweep(now_ms).await?;
+        Ok(runs + keys + tasks + sign_ins)
     }
 
     /// How many run records exist (tests and metrics).

@@ -454,3 +454,39 @@ async fn settings_off() -> pilotage_server::settings::Settings {
     assert!(!settings.console, "the console is off by default");
     settings
 }
+
+/// Signing out ends the session on the server: a copy of its cookie taken
+/// before sign-out opens nothing afterwards, on the replica that signed it
+/// out and on another sharing the store (two `pilotage serve` on one
+/// PostgreSQL); a session that did not sign out goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signing_out_ends_the_session_on_every_replica() {
+    let database_url = crate::endpoint::postgres_schema().await;
+    let data_dir = std::env::temp_dir().join(crate::endpoint::unique("console-sign-out"));
+    let mut one = crate::fleet::replica_process(&data_dir, &database_url, &["--console=true"]).await;
+    let mut two = crate::fleet::replica_process(&data_dir, &database_url, &["--console=true"]).await;
+    let (base_one, base_two) = (format!("http://{}", one.addr), format!("http://{}", two.addr));
+    let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let read = |base: &str, cookie: &str| {
+        let request = http.get(format!("{base}/console")).header("cookie", cookie.to_owned());
+        async move { request.send().await.unwrap().status() }
+    };
+    // A second session, which does not sign out.
+    let other = cookie_of(&post_sign_in(&http, &base_one, format!("token={}", crate::fleet::ADMIN_TOKEN), None).await);
+
+    let browser = Browser::start().await.expect("headless Chromium (Debian's chromium and chromium-driver)");
+    sign_in(&browser, &base_one, crate::fleet::ADMIN_TOKEN).await;
+    let cookie = browser.cookies().await.unwrap().into_iter().find(|c| c.name == "pilotage_console").unwrap();
+    let copy = format!("pilotage_console={}", cookie.value);
+    assert_eq!(read(&base_one, &copy).await, 200);
+    assert_eq!(read(&base_two, &copy).await, 200, "one session on every replica");
+    browser.click("form.sign-out button").await.unwrap();
+    shows(&browser, "h1", "Sign in").await;
+    browser.close().await.unwrap();
+    assert_eq!(read(&base_one, &copy).await, 303, "the copy opens nothing where it signed out");
+    assert_eq!(read(&base_two, &copy).await, 303, "nor on another replica");
+    assert_eq!(read(&base_two, &other).await, 200, "another session goes on");
+    one.child.kill().await.unwrap();
+    two.child.kill().await.unwrap();
+    let _ = std::fs::remove_dir_all(&data_dir);
+}

@@ -63,10 +63,24 @@ impl Viewer {
     }
 }
 
-fn viewer(state: &AdminState, headers: &HeaderMap) -> Option<Viewer> {
+/// The viewer of a live session: its cookie opens, has not expired and was
+/// not signed out (on any replica sharing the store; a copy of a cookie
+/// taken before sign-out opens nothing). A store that cannot say refuses
+/// the session.
+async fn viewer(state: &AdminState, headers: &HeaderMap) -> Option<Viewer> {
     let value = web::cookie(headers, COOKIE)?;
     let viewer: Viewer = serde_json::from_str(&web::open(&state.platform, SEAL, "session", value)?).ok()?;
-    (viewer.exp > pilotage_engine::clock::system_now_ms()).then_some(viewer)
+    if viewer.exp <= pilotage_engine::clock::system_now_ms() {
+        return None;
+    }
+    match state.platform.store().sign_in_ended(&viewer.nonce).await {
+        Ok(false) => Some(viewer),
+        Ok(true) => None,
+        Err(error) => {
+            tracing::error!(%error, "cannot read the ended sign-ins: the console session is refused");
+            None
+        }
+    }
 }
 
 /// A tenant's page, admitted: the signed-in viewer, who may see the
@@ -87,7 +101,7 @@ impl FromRequestParts<AdminState> for TenantPage {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, state: &AdminState) -> Result<TenantPage, Response> {
-        let Some(viewer) = viewer(state, &parts.headers) else {
+        let Some(viewer) = viewer(state, &parts.headers).await else {
             return Err(web::see_other(&format!("/console/sign-in?next={}", urlencode(&parts.uri.to_string())), None));
         };
         let tenant = Path::<HashMap<String, String>>::from_request_parts(parts, state)
@@ -195,7 +209,7 @@ pub(super) fn not_found(viewer: Option<&Viewer>, state: &AdminState) -> Response
 
 /// `GET /console/{*rest}`: a path the console does not have.
 pub(super) async fn not_found_page(State(state): State<AdminState>, headers: HeaderMap) -> Response {
-    not_found(viewer(&state, &headers).as_ref(), &state)
+    not_found(viewer(&state, &headers).await.as_ref(), &state)
 }
 
 /// A page outside the shell (sign-in, not found when signed out).
@@ -212,7 +226,7 @@ fn plain(title: &str, body: &str) -> Response {
 /// `GET /console`: the operator's list of tenants, or a tenant reader's
 /// own tenant.
 pub(super) async fn home(State(state): State<AdminState>, headers: HeaderMap) -> Response {
-    let Some(viewer) = viewer(&state, &headers) else {
+    let Some(viewer) = viewer(&state, &headers).await else {
         return web::see_other("/console/sign-in", None);
     };
     if let Some(own) = &viewer.tenant {
@@ -333,19 +347,29 @@ pub(super) struct SignOut {
     csrf: String,
 }
 
-/// `POST /console/sign-out`: clears the cookie (a forged form is 403).
+/// `POST /console/sign-out`: ends the session in the store (every replica
+/// refuses its cookie from then on) and clears the cookie (a forged form is
+/// 403).
 pub(super) async fn sign_out(
     State(state): State<AdminState>,
     headers: HeaderMap,
     Form(form): Form<SignOut>,
 ) -> Response {
-    let Some(viewer) = viewer(&state, &headers) else {
+    let Some(viewer) = viewer(&state, &headers).await else {
         return web::see_other("/console/sign-in", None);
     };
     if web::open(&state.platform, SEAL, "csrf", &form.csrf).is_none_or(|nonce| nonce != viewer.nonce) {
         let mut refused = plain("Refused", "<p>This form was not issued to your session.</p>");
         *refused.status_mut() = StatusCode::FORBIDDEN;
         return refused;
+    }
+    // The session ends on the server, not only in this browser.
+    if let Err(error) = state.platform.store().sign_in_end(&viewer.nonce, viewer.exp).await {
+        tracing::error!(%error, "cannot record a sign-out");
+        let mut failed =
+            plain("Not signed out", "<p id=\"sign-out-error\">The server could not end your session. Try again.</p>");
+        *failed.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+        return failed;
     }
     web::see_other("/console/sign-in", Some(&format!("{COOKIE}=; Path=/console; HttpOnly; SameSite=Lax; Max-Age=0")))
 }

@@ -148,14 +148,8 @@ async fn serves_with_every_setting(channel: Channel) {
     let base = format!("http://127.0.0.1:{port}");
     assert_eq!(url, format!("{base}/mcp"), "{channel:?}");
     let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
-    let agent = http
-        .post(&url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .body(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
-        .send()
-        .await
-        .unwrap();
+    let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let agent = crate::endpoint::raw_post(&url, ping, &[("content-type", "application/json")]).await;
     assert_eq!(agent.status(), 401, "{channel:?}: --auth=jwt took effect");
     let challenge = agent.headers()["www-authenticate"].to_str().unwrap().to_owned();
     assert!(challenge.contains(&format!("{base}/.well-known/oauth-protected-resource")), "{challenge}");

@@ -603,23 +603,21 @@ pub(crate) async fn execute_with(
         }
     };
     let held = Held { place, lease: lease.take(), slot: Some(slot_guard) };
-    let response = run_detached(
-        context,
-        slot,
+    let request = RunRequest {
+        slot: slot.clone(),
         program,
         validated,
-        args.input.clone(),
-        args.context.clone(),
+        input: args.input.clone(),
+        context_value: args.context.clone(),
         snapshot,
         mode,
-        &run_id,
+        run_id: run_id.clone(),
         requested_level,
-        args.store,
-        idempotency.as_ref().map(|(key, _, _)| key.as_str()),
-        control,
-        held,
-    )
-    .await;
+        store: args.store,
+        key: idempotency.as_ref().map(|(key, _, _)| key.clone()),
+        control: control.clone(),
+    };
+    let response = run_detached(context, request, held).await;
     let response = match response {
         Ok(response) => response,
         Err(error) => {
@@ -768,6 +766,36 @@ pub(super) struct Held {
     pub(super) slot: Option<tenancy::RunSlot>,
 }
 
+/// One Run to start: the program as validated, what it is given, how it
+/// runs and is recorded. Owned, since the Run outlives the request that
+/// started it ([`run_detached`]).
+pub(super) struct RunRequest {
+    /// The Language's installed slot.
+    pub slot: Arc<LanguageSlot>,
+    /// The program.
+    pub program: Program,
+    /// Its validation (plan, references, statements).
+    pub validated: Arc<Validated>,
+    /// The bound input.
+    pub input: Option<Value>,
+    /// The bound context.
+    pub context_value: Option<Value>,
+    /// The catalog the Run invokes against.
+    pub snapshot: pilotage_engine::catalog::CatalogSnapshot,
+    /// Deploy, test Run, firing, clock.
+    pub mode: RunMode,
+    /// The Run's id.
+    pub run_id: String,
+    /// The trace level asked for.
+    pub requested_level: Option<TraceLevel>,
+    /// The request's `store`.
+    pub store: Option<bool>,
+    /// Its idempotency key, when it has one.
+    pub key: Option<String>,
+    /// Cancellation and progress of the Run.
+    pub control: RunControl,
+}
+
 /// [`run`] on a task of its own that holds `held` until the Run is
 /// recorded: a Run that started ends and is recorded even when its
 /// request is dropped meanwhile (the client went away or cancelled the
@@ -775,42 +803,14 @@ pub(super) struct Held {
 ///
 /// # Errors
 /// As [`run`]; `internal` when the Run's task itself failed.
-#[allow(clippy::too_many_arguments)]
 pub(super) async fn run_detached(
     context: &Context,
-    slot: &Arc<LanguageSlot>,
-    program: Program,
-    validated: Arc<Validated>,
-    input: Option<Value>,
-    context_value: Option<Value>,
-    snapshot: pilotage_engine::catalog::CatalogSnapshot,
-    mode: RunMode,
-    run_id: &str,
-    requested_level: Option<TraceLevel>,
-    store: Option<bool>,
-    key: Option<&str>,
-    control: &RunControl,
+    request: RunRequest,
     held: Held,
 ) -> Result<ExecuteResponse, OpError> {
-    let (context, slot, run_id) = (context.clone(), slot.clone(), run_id.to_owned());
-    let (key, control) = (key.map(str::to_owned), control.clone());
+    let context = context.clone();
     let task = async move {
-        let response = run(
-            &context,
-            &slot,
-            program,
-            validated,
-            input,
-            context_value,
-            snapshot,
-            mode,
-            &run_id,
-            requested_level,
-            store,
-            key.as_deref(),
-            &control,
-        )
-        .await;
+        let response = run(&context, request).await;
         // Given back once the Run is recorded, in this order: the next
         // Run may start, the key stops being renewed (its response is
         // recorded), the tenant's slot frees.
@@ -824,22 +824,22 @@ pub(super) async fn run_detached(
 }
 
 /// Starts the Run and records it when retained.
-#[allow(clippy::too_many_arguments)]
-pub(super) async fn run(
-    context: &Context,
-    slot: &Arc<LanguageSlot>,
-    program: Program,
-    validated: Arc<Validated>,
-    input: Option<Value>,
-    context_value: Option<Value>,
-    snapshot: pilotage_engine::catalog::CatalogSnapshot,
-    mode: RunMode,
-    run_id: &str,
-    requested_level: Option<TraceLevel>,
-    store: Option<bool>,
-    key: Option<&str>,
-    control: &RunControl,
-) -> Result<ExecuteResponse, OpError> {
+async fn run(context: &Context, request: RunRequest) -> Result<ExecuteResponse, OpError> {
+    let RunRequest {
+        slot,
+        program,
+        validated,
+        input,
+        context_value,
+        snapshot,
+        mode,
+        run_id,
+        requested_level,
+        store,
+        key,
+        control,
+    } = request;
+    let (slot, run_id, key, control) = (&slot, run_id.as_str(), key.as_deref(), &control);
     let description = slot.description();
     let install_snapshot = mode.deploy.then(|| snapshot.clone());
     let install_validated = mode.deploy.then(|| validated.clone());

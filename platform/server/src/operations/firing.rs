@@ -13,7 +13,7 @@ use pilotage_protocol::trace::TraceLevel;
 use pilotage_store::RunRow;
 use serde_json::Value;
 
-use super::execute::{FIRING_RETENTION, Held, RunMode, internal, observe_outcome, run_detached};
+use super::execute::{FIRING_RETENTION, Held, RunMode, RunRequest, internal, observe_outcome, run_detached};
 use super::validate::validated;
 use super::{Context, OpError, request_error};
 use crate::tenancy::LanguageSlot;
@@ -71,23 +71,21 @@ pub(crate) async fn fire(
             Outcome::failure(RESOURCE_EXHAUSTED, refused.to_string())
         } else if let Some(Ok(place)) = place {
             let mode = RunMode { deploy: false, test_run: false, clock_ms: Some(clock_ms.max(0) as u64), firing: true };
-            let response = run_detached(
-                context,
-                slot,
+            let request = RunRequest {
+                slot: slot.clone(),
                 program,
                 validated,
-                Some(input),
+                input: Some(input),
                 context_value,
                 snapshot,
                 mode,
-                run_id,
-                Some(TraceLevel::Full),
-                Some(true),
-                None,
-                &Default::default(),
-                Held { place, lease: None, slot: None },
-            )
-            .await?;
+                run_id: run_id.to_owned(),
+                requested_level: Some(TraceLevel::Full),
+                store: Some(true),
+                key: None,
+                control: Default::default(),
+            };
+            let response = run_detached(context, request, Held { place, lease: None, slot: None }).await?;
             observe_outcome(context, &language, run_id, &response.outcome.status);
             return Ok(response);
         } else {

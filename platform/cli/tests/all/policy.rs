@@ -157,6 +157,18 @@ async fn the_tenants_policy_holds_denies_and_budgets_runs() {
         .unwrap();
     assert_eq!(own_as_operator.status(), 403);
     assert!(own_as_operator.text().await.unwrap().contains("its own request"));
+    // A subject that happens to bear the operator token's name is no
+    // exception: its admin token cannot approve what it asked either.
+    let named_operator = world.as_("acme", "operator", MCP).await;
+    let theirs = run(&named_operator, "cap_wipe", "99").await;
+    let theirs = theirs["approval"]["id"].as_str().unwrap().to_owned();
+    let own_as_named_operator = reqwest::Client::new()
+        .post(format!("http://{}/admin/v1/tenants/acme/approvals/{theirs}/approve", server.addr))
+        .bearer_auth(world.token("acme", "operator", "pilotage:admin"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(own_as_named_operator.status(), 403);
     // Another tenant's admin sees nothing of it.
     let foreign = reqwest::Client::new()
         .post(format!("http://{}/admin/v1/tenants/acme/approvals/{id}/approve", server.addr))

@@ -284,17 +284,15 @@ impl Approver {
         }
     }
 
-    /// Whether the approver is the subject who asked for `row`: of the
-    /// same tenant, or an operator whose token names that subject (an
-    /// operator's token and an agent's come from the same identity
-    /// provider, where one subject is one person). The operator token,
-    /// which names no subject, never asked anything.
+    /// Whether the approver may be the subject who asked for `row`: the
+    /// same subject of the same tenant, or an operator of the same subject
+    /// (an operator's token and an agent's come from the same identity
+    /// provider, where one subject is one person). The operator token is
+    /// named [`OPERATOR_TOKEN_ACTOR`], which a token's subject can also be:
+    /// a request asked by a subject of that name is decided by someone
+    /// else, never waved through for either.
     pub(crate) fn asked(&self, row: &ApprovalRow) -> bool {
-        self.subject == row.subject
-            && match &self.tenant {
-                Some(tenant) => *tenant == row.tenant,
-                None => self.subject != OPERATOR_TOKEN_ACTOR,
-            }
+        self.subject == row.subject && self.tenant.as_ref().is_none_or(|tenant| *tenant == row.tenant)
     }
 
     /// Whether the approver may decide for `tenant`.

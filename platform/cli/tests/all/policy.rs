@@ -140,21 +140,17 @@ async fn the_tenants_policy_holds_denies_and_budgets_runs() {
     assert_eq!(run(&alice, "cap_wipe", "42").await["approval"]["id"], id.as_str());
 
     // The asker cannot decide its own request, even as a tenant admin.
-    let own = reqwest::Client::new()
-        .post(format!("http://{}/admin/v1/tenants/acme/approvals/{id}/approve", server.addr))
-        .bearer_auth(world.token("acme", "alice", "pilotage:tenant-admin"))
-        .send()
-        .await
-        .unwrap();
+    let approve_as = |id: &str, token: String| {
+        reqwest::Client::new()
+            .post(format!("http://{}/admin/v1/tenants/acme/approvals/{id}/approve", server.addr))
+            .bearer_auth(token)
+            .send()
+    };
+    let own = approve_as(&id, world.token("acme", "alice", "pilotage:tenant-admin")).await.unwrap();
     assert_eq!(own.status(), 403);
     // Nor as an operator: a token of the same subject holding
     // pilotage:admin is refused too (it was accepted, decided_by=alice).
-    let own_as_operator = reqwest::Client::new()
-        .post(format!("http://{}/admin/v1/tenants/acme/approvals/{id}/approve", server.addr))
-        .bearer_auth(world.token("acme", "alice", "pilotage:admin"))
-        .send()
-        .await
-        .unwrap();
+    let own_as_operator = approve_as(&id, world.token("acme", "alice", "pilotage:admin")).await.unwrap();
     assert_eq!(own_as_operator.status(), 403);
     assert!(own_as_operator.text().await.unwrap().contains("its own request"));
     // A subject that happens to bear the operator token's name is no
@@ -162,20 +158,10 @@ async fn the_tenants_policy_holds_denies_and_budgets_runs() {
     let named_operator = world.as_("acme", "operator", MCP).await;
     let theirs = run(&named_operator, "cap_wipe", "99").await;
     let theirs = theirs["approval"]["id"].as_str().unwrap().to_owned();
-    let own_as_named_operator = reqwest::Client::new()
-        .post(format!("http://{}/admin/v1/tenants/acme/approvals/{theirs}/approve", server.addr))
-        .bearer_auth(world.token("acme", "operator", "pilotage:admin"))
-        .send()
-        .await
-        .unwrap();
+    let own_as_named_operator = approve_as(&theirs, world.token("acme", "operator", "pilotage:admin")).await.unwrap();
     assert_eq!(own_as_named_operator.status(), 403);
     // Another tenant's admin sees nothing of it.
-    let foreign = reqwest::Client::new()
-        .post(format!("http://{}/admin/v1/tenants/acme/approvals/{id}/approve", server.addr))
-        .bearer_auth(world.token("globex", "gus", "pilotage:tenant-admin"))
-        .send()
-        .await
-        .unwrap();
+    let foreign = approve_as(&id, world.token("globex", "gus", "pilotage:tenant-admin")).await.unwrap();
     assert_eq!(foreign.status(), 403);
     let (status, approved) =
         admin(server, reqwest::Method::POST, &format!("/tenants/acme/approvals/{id}/approve"), None).await;

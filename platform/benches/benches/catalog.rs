@@ -94,6 +94,7 @@ fn principals() -> Vec<(&'static str, Vec<String>)> {
 fn principal(scopes: &[String]) -> Principal {
     Principal {
         tenant: TENANT.into(),
+        issuer: "https://issuer.example".into(),
         subject: "bench".into(),
         scopes: scopes.iter().cloned().collect::<BTreeSet<_>>(),
     }

@@ -413,6 +413,7 @@ fn row(index: i64, next_due: i64) -> DeploymentRow {
         name: format!("d{index:05}"),
         language: DEPLOYER.to_owned(),
         version: 0,
+        issuer: String::new(),
         subject: "bench".to_owned(),
         scopes: "[]".to_owned(),
         body: json!({"name": format!("d{index:05}"), "steps": [{"id": "record", "calls": "cap_record"}],

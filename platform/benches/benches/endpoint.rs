@@ -361,6 +361,7 @@ async fn add_stored_runs(server: &Server, count: usize) {
         let row = pilotage_store::RunRow {
             run_id: format!("filler-{}-{index}", std::process::id()),
             tenant: "demo".to_owned(),
+            issuer: String::new(),
             subject: "filler".to_owned(),
             language: "workflow/v1".to_owned(),
             session_id: None,

@@ -128,6 +128,15 @@ pub struct Settings {
     /// passes; one whose `Origin` matches no entry gets 403 before it is
     /// authenticated or reaches a session (`http::origin`).
     pub allowed_origins: Vec<String>,
+    /// Addresses of the load balancers or proxies in front of this server
+    /// (IP addresses, v4 or v6). A request whose connection comes from one
+    /// of them is attributed to the client its `X-Forwarded-For` names (the
+    /// rightmost entry that is not itself a trusted proxy); any other
+    /// request to its connection's address, whatever headers it sends.
+    /// Sign-in throttling counts failures per client address
+    /// (`admin::throttle`). Default empty: every request is its
+    /// connection's.
+    pub trusted_proxies: Vec<String>,
     /// Retention of run records (Part II §6.6): `none`, `session` or an
     /// ISO 8601 duration. Default `PT24H`.
     pub retention: String,
@@ -289,6 +298,7 @@ impl Default for Settings {
             public_url: None,
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
+            trusted_proxies: Vec::new(),
             retention: "PT24H".to_owned(),
             max_body_bytes: 4 << 20,
             request_timeout_ms: 60_000,
@@ -403,6 +413,23 @@ impl Settings {
             .map_err(|error| ConfigError::Invalid { field: "retention", message: error.to_string() })
     }
 
+    /// [`Settings::trusted_proxies`], parsed.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] naming `trusted_proxies` when an entry is
+    /// not an IP address.
+    pub fn trusted_proxies(&self) -> Result<Vec<std::net::IpAddr>, ConfigError> {
+        self.trusted_proxies
+            .iter()
+            .map(|text| {
+                text.trim().parse().map_err(|_| ConfigError::Invalid {
+                    field: "trusted_proxies",
+                    message: format!("'{text}' is not an IP address"),
+                })
+            })
+            .collect()
+    }
+
     /// Host names accepted in the `Host` header.
     pub fn allowed_hosts(&self) -> Vec<String> {
         if !self.allowed_hosts.is_empty() {
@@ -506,6 +533,7 @@ impl Settings {
                 return Err(ConfigError::Invalid { field: "allowed_origins", message: error.to_string() });
             }
         }
+        self.trusted_proxies()?;
         self.idempotency.check().map_err(|(field, message)| ConfigError::Invalid { field, message })?;
         self.egress.check().map_err(|(field, message)| ConfigError::Invalid { field, message })?;
         self.server_card.check().map_err(|(field, message)| ConfigError::Invalid { field, message })?;
@@ -640,6 +668,13 @@ pub const FLAGS: &[Flag] = &[
         "allowed_origins",
         "ORIGIN",
         "Accepted browser origins (repeatable)",
+    ),
+    flags(
+        "trusted-proxy",
+        "PILOTAGE_TRUSTED_PROXIES",
+        "trusted_proxies",
+        "IP",
+        "A load balancer's address whose X-Forwarded-For names the client (repeatable)",
     ),
     flag(
         "retention",
@@ -1008,6 +1043,7 @@ mod tests {
             (Settings { body_read_timeout_ms: 0, ..Settings::default() }, "body_read_timeout_ms"),
             (Settings { max_connections: 0, ..Settings::default() }, "max_connections"),
             (Settings { allowed_origins: vec!["localhost:3000".into()], ..Settings::default() }, "allowed_origins"),
+            (Settings { trusted_proxies: vec!["balancer.internal".into()], ..Settings::default() }, "trusted_proxies"),
         ] {
             assert!(matches!(settings.check(), Err(ConfigError::Invalid { field: f, .. }) if f == field), "{field}");
         }

@@ -262,6 +262,7 @@ pub async fn start(settings: Settings, bundled: Bundled) -> Result<Server, Start
         retention: settings.retention()?,
         dev_principal: Principal {
             tenant: settings.dev_tenant.clone(),
+            issuer: crate::tenancy::DEV_ISSUER.to_owned(),
             subject: settings.dev_subject.clone(),
             scopes: BTreeSet::new(),
         },
@@ -392,6 +393,7 @@ async fn serve(
             json_bytes: settings.admin_max_body_bytes,
             component_bytes: settings.max_component_bytes,
         },
+        throttle: Arc::new(crate::admin::SignInThrottle::new(settings.trusted_proxies()?)),
     };
     // MCP sessions close only after the tool calls in flight have answered
     // (or the grace period is over): closing them at once would drop the

@@ -18,6 +18,8 @@ pub struct ApprovalRow {
     pub id: String,
     /// The tenant.
     pub tenant: String,
+    /// The issuer of the asker's credential.
+    pub issuer: String,
     /// Who asked (the subject of the execute).
     pub subject: String,
     /// The Language.
@@ -59,7 +61,8 @@ pub struct Decision<'a> {
 /// queries stay literal SQL).
 macro_rules! columns {
     () => {
-        "id, tenant, subject, language, binding, request, state, created_at, expires_at, decided_by, decided_at, decided_from, used_by_run"
+        "id, tenant, subject, language, binding, request, state, created_at, expires_at, decided_by, decided_at, decided_from, \
+         used_by_run, issuer"
     };
 }
 
@@ -72,7 +75,7 @@ impl Store {
         sqlx::query(concat!(
             "INSERT INTO approvals (",
             columns!(),
-            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
+            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
         ))
         .bind(&row.id)
         .bind(&row.tenant)
@@ -87,6 +90,7 @@ impl Store {
         .bind(row.decided_at)
         .bind(&row.decided_from)
         .bind(&row.used_by_run)
+        .bind(&row.issuer)
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -204,7 +208,8 @@ impl Store {
 
     /// Takes one unit of a budget's window: `true` when the window had
     /// fewer than `limit` uses (now one more), `false` when it is spent.
-    /// `holder` is a subject, or `*` for the whole tenant.
+    /// `holder` is a principal's key (the caller names it; issuer and
+    /// subject together), or `*` for the whole tenant.
     ///
     /// # Errors
     /// [`StoreError`] when the write fails.
@@ -277,6 +282,7 @@ fn approval_row(row: &AnyRow) -> Result<ApprovalRow, StoreError> {
     Ok(ApprovalRow {
         id: row.try_get("id")?,
         tenant: row.try_get("tenant")?,
+        issuer: row.try_get("issuer")?,
         subject: row.try_get("subject")?,
         language: row.try_get("language")?,
         binding: row.try_get("binding")?,

@@ -12,6 +12,12 @@ pub struct AuditRow {
     pub at: i64,
     /// Who.
     pub actor: String,
+    /// The kind of credential that acted (`operator-token`, `jwt`,
+    /// `dev-token`, `dev`, `deployment`, `settings-file`); empty in records
+    /// written before migration 15.
+    pub credential: String,
+    /// The issuer of that credential, when it has one.
+    pub issuer: String,
     /// What (`tenant.create`, `language.upload`, …).
     pub action: String,
     /// On what.
@@ -27,14 +33,18 @@ impl Store {
     /// [`StoreError`] when the write fails.
     pub async fn audit(&self, row: &AuditRow) -> Result<(), StoreError> {
         let _timer = self.timer(StoreOperation::Audit);
-        sqlx::query("INSERT INTO audit_log (at, actor, action, target, detail) VALUES ($1, $2, $3, $4, $5)")
-            .bind(row.at)
-            .bind(&row.actor)
-            .bind(&row.action)
-            .bind(&row.target)
-            .bind(&row.detail)
-            .execute(&self.pool)
-            .await?;
+        sqlx::query(
+            "INSERT INTO audit_log (at, actor, action, target, detail, credential, issuer) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .bind(row.at)
+        .bind(&row.actor)
+        .bind(&row.action)
+        .bind(&row.target)
+        .bind(&row.detail)
+        .bind(&row.credential)
+        .bind(&row.issuer)
+        .execute(&self.pool)
+        .await?;
         Ok(())
     }
 
@@ -46,7 +56,7 @@ impl Store {
     pub async fn audit_of_tenant(&self, tenant: &str, limit: i64) -> Result<Vec<AuditRow>, StoreError> {
         let prefix = format!("{tenant}/");
         let rows = sqlx::query(
-            "SELECT at, actor, action, target, detail FROM audit_log \
+            "SELECT at, actor, action, target, detail, credential, issuer FROM audit_log \
              WHERE target = $1 OR substr(target, 1, length($2)) = $3 ORDER BY id DESC LIMIT $4",
         )
         .bind(tenant)
@@ -63,10 +73,12 @@ impl Store {
     /// # Errors
     /// [`StoreError`] when the read fails.
     pub async fn audit_log(&self, limit: i64) -> Result<Vec<AuditRow>, StoreError> {
-        let rows = sqlx::query("SELECT at, actor, action, target, detail FROM audit_log ORDER BY id DESC LIMIT $1")
-            .bind(limit)
-            .fetch_all(&self.pool)
-            .await?;
+        let rows = sqlx::query(
+            "SELECT at, actor, action, target, detail, credential, issuer FROM audit_log ORDER BY id DESC LIMIT $1",
+        )
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
         rows.iter().map(audit_from_row).collect()
     }
 }
@@ -78,5 +90,7 @@ fn audit_from_row(row: &sqlx::any::AnyRow) -> Result<AuditRow, StoreError> {
         action: row.try_get("action")?,
         target: row.try_get("target")?,
         detail: row.try_get("detail")?,
+        credential: row.try_get("credential")?,
+        issuer: row.try_get("issuer")?,
     })
 }

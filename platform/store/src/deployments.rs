@@ -41,7 +41,9 @@ pub struct DeploymentRow {
     pub language: String,
     /// 1 for the first deploy of the name, +1 per replacement.
     pub version: i64,
-    /// The deploying subject; firings run as it.
+    /// The issuer of the deploying credential.
+    pub issuer: String,
+    /// The deploying subject; firings run as it (with its issuer).
     pub subject: String,
     /// The deploying principal's scopes, a JSON array.
     pub scopes: String,
@@ -90,7 +92,7 @@ pub struct FiringRow {
 }
 
 const COLUMNS: &str = "tenant, name, language, version, subject, scopes, body, context, triggers, baseline, risk, \
-                       risk_hints, enabled, run_id, created_at, updated_at, next_due";
+                       risk_hints, enabled, run_id, created_at, updated_at, next_due, issuer";
 
 fn deployment_row(row: &AnyRow) -> Result<DeploymentRow, StoreError> {
     Ok(DeploymentRow {
@@ -98,6 +100,7 @@ fn deployment_row(row: &AnyRow) -> Result<DeploymentRow, StoreError> {
         name: row.try_get("name")?,
         language: row.try_get("language")?,
         version: row.try_get("version")?,
+        issuer: row.try_get("issuer")?,
         subject: row.try_get("subject")?,
         scopes: row.try_get("scopes")?,
         body: row.try_get("body")?,
@@ -163,7 +166,7 @@ impl Store {
             .execute(&mut *transaction)
             .await?;
         sqlx::query(sqlx::AssertSqlSafe(format!(
-            "INSERT INTO deployments ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"
+            "INSERT INTO deployments ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)"
         )))
         .bind(&row.tenant)
         .bind(&row.name)
@@ -182,6 +185,7 @@ impl Store {
         .bind(created_at)
         .bind(row.updated_at)
         .bind(row.next_due)
+        .bind(&row.issuer)
         .execute(&mut *transaction)
         .await?;
         transaction.commit().await?;

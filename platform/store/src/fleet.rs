@@ -38,6 +38,8 @@ pub struct SessionRow {
     pub id: String,
     /// The tenant it was opened in.
     pub tenant: String,
+    /// The issuer of the credential that opened it.
+    pub issuer: String,
     /// The subject that opened it.
     pub subject: String,
     /// rmcp's session state (the `initialize` parameters), as JSON.
@@ -157,10 +159,10 @@ impl Store {
     /// [`StoreError`] when the write fails.
     pub async fn session_put(&self, row: &SessionRow) -> Result<(), StoreError> {
         sqlx::query(
-            "INSERT INTO mcp_sessions (id, tenant, subject, state, created_at, last_seen)
-             VALUES ($1, $2, $3, $4, $5, $6)
+            "INSERT INTO mcp_sessions (id, tenant, subject, state, created_at, last_seen, issuer)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)
              ON CONFLICT (id) DO UPDATE SET tenant = excluded.tenant, subject = excluded.subject,
-                 state = excluded.state, last_seen = excluded.last_seen",
+                 state = excluded.state, last_seen = excluded.last_seen, issuer = excluded.issuer",
         )
         .bind(&row.id)
         .bind(&row.tenant)
@@ -168,6 +170,7 @@ impl Store {
         .bind(&row.state)
         .bind(row.created_at)
         .bind(row.last_seen)
+        .bind(&row.issuer)
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -178,15 +181,17 @@ impl Store {
     /// # Errors
     /// [`StoreError`] when the read fails.
     pub async fn session_get(&self, id: &str) -> Result<Option<SessionRow>, StoreError> {
-        let row =
-            sqlx::query("SELECT id, tenant, subject, state, created_at, last_seen FROM mcp_sessions WHERE id = $1")
-                .bind(id)
-                .fetch_optional(&self.pool)
-                .await?;
+        let row = sqlx::query(
+            "SELECT id, tenant, issuer, subject, state, created_at, last_seen FROM mcp_sessions WHERE id = $1",
+        )
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
         row.map(|row| {
             Ok(SessionRow {
                 id: row.try_get("id")?,
                 tenant: row.try_get("tenant")?,
+                issuer: row.try_get("issuer")?,
                 subject: row.try_get("subject")?,
                 state: row.try_get("state")?,
                 created_at: row.try_get("created_at")?,

@@ -5,6 +5,7 @@
 
 use sqlx::Row;
 
+use crate::owner::Owner;
 use crate::store::{Store, StoreError};
 use pilotage_telemetry::metrics::StoreOperation;
 
@@ -48,10 +49,8 @@ impl HeldClaim {
 /// and the lease.
 #[derive(Clone, Debug)]
 pub struct NewClaim<'a> {
-    /// The caller's tenant.
-    pub tenant: &'a str,
     /// The caller.
-    pub subject: &'a str,
+    pub principal: Owner<'a>,
     /// The idempotency key.
     pub key: &'a str,
     /// Hash of the runnable.
@@ -79,20 +78,25 @@ impl Store {
     /// [`StoreError`] when the database fails.
     pub async fn idempotency_claim(&self, claim: &NewClaim<'_>) -> Result<Claim, StoreError> {
         let _timer = self.timer(StoreOperation::IdempotencyClaim);
-        sqlx::query("DELETE FROM idempotency_keys WHERE tenant = $1 AND subject = $2 AND idempotency_key = $3 AND expires_at <= $4")
-            .bind(claim.tenant)
-            .bind(claim.subject)
-            .bind(claim.key)
-            .bind(claim.now_ms)
-            .execute(&self.pool)
-            .await?;
-        let inserted = sqlx::query(
-            "INSERT INTO idempotency_keys (tenant, subject, idempotency_key, runnable_hash, input_hash, state, response, created_at, expires_at, \
-             run_id, owner, lease_expires_at) \
-             VALUES ($1, $2, $3, $4, $5, 'running', NULL, $6, $7, $8, $9, $10) ON CONFLICT (tenant, subject, idempotency_key) DO NOTHING",
+        sqlx::query(
+            "DELETE FROM idempotency_keys WHERE tenant = $1 AND issuer = $2 AND subject = $3 AND idempotency_key = $4 AND expires_at <= $5",
         )
-        .bind(claim.tenant)
-        .bind(claim.subject)
+        .bind(claim.principal.tenant)
+        .bind(claim.principal.issuer)
+        .bind(claim.principal.subject)
+        .bind(claim.key)
+        .bind(claim.now_ms)
+        .execute(&self.pool)
+        .await?;
+        let inserted = sqlx::query(
+            "INSERT INTO idempotency_keys (tenant, issuer, subject, idempotency_key, runnable_hash, input_hash, state, response, created_at, \
+             expires_at, run_id, owner, lease_expires_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, 'running', NULL, $7, $8, $9, $10, $11) \
+             ON CONFLICT (tenant, issuer, subject, idempotency_key) DO NOTHING",
+        )
+        .bind(claim.principal.tenant)
+        .bind(claim.principal.issuer)
+        .bind(claim.principal.subject)
         .bind(claim.key)
         .bind(claim.runnable_hash)
         .bind(claim.input_hash)
@@ -107,26 +111,22 @@ impl Store {
         if inserted == 1 {
             return Ok(Claim::Claimed);
         }
-        Ok(self.idempotency_get(claim.tenant, claim.subject, claim.key).await?.map_or(Claim::Claimed, Claim::Held))
+        Ok(self.idempotency_get(claim.principal, claim.key).await?.map_or(Claim::Claimed, Claim::Held))
     }
 
     /// Who holds a key, if anyone.
     ///
     /// # Errors
     /// [`StoreError`] when the read fails.
-    pub async fn idempotency_get(
-        &self,
-        tenant: &str,
-        subject: &str,
-        key: &str,
-    ) -> Result<Option<HeldClaim>, StoreError> {
+    pub async fn idempotency_get(&self, principal: Owner<'_>, key: &str) -> Result<Option<HeldClaim>, StoreError> {
         let _timer = self.timer(StoreOperation::IdempotencyGet);
         let row = sqlx::query(
             "SELECT runnable_hash, input_hash, response, run_id, owner, lease_expires_at FROM idempotency_keys \
-             WHERE tenant = $1 AND subject = $2 AND idempotency_key = $3",
+             WHERE tenant = $1 AND issuer = $2 AND subject = $3 AND idempotency_key = $4",
         )
-        .bind(tenant)
-        .bind(subject)
+        .bind(principal.tenant)
+        .bind(principal.issuer)
+        .bind(principal.subject)
         .bind(key)
         .fetch_optional(&self.pool)
         .await?;
@@ -151,8 +151,7 @@ impl Store {
     /// [`StoreError`] when the write fails.
     pub async fn idempotency_renew(
         &self,
-        tenant: &str,
-        subject: &str,
+        principal: Owner<'_>,
         key: &str,
         run_id: &str,
         owner: &str,
@@ -160,12 +159,13 @@ impl Store {
     ) -> Result<bool, StoreError> {
         let _timer = self.timer(StoreOperation::IdempotencyRenew);
         let renewed = sqlx::query(
-            "UPDATE idempotency_keys SET lease_expires_at = $1 WHERE tenant = $2 AND subject = $3 AND idempotency_key = $4 \
-             AND state = 'running' AND run_id = $5 AND owner = $6",
+            "UPDATE idempotency_keys SET lease_expires_at = $1 WHERE tenant = $2 AND issuer = $3 AND subject = $4 \
+             AND idempotency_key = $5 AND state = 'running' AND run_id = $6 AND owner = $7",
         )
         .bind(lease_expires_at)
-        .bind(tenant)
-        .bind(subject)
+        .bind(principal.tenant)
+        .bind(principal.issuer)
+        .bind(principal.subject)
         .bind(key)
         .bind(run_id)
         .bind(owner)
@@ -183,20 +183,20 @@ impl Store {
     /// [`StoreError`] when the write fails.
     pub async fn idempotency_complete(
         &self,
-        tenant: &str,
-        subject: &str,
+        principal: Owner<'_>,
         key: &str,
         run_id: &str,
         response: &str,
     ) -> Result<bool, StoreError> {
         let _timer = self.timer(StoreOperation::IdempotencyComplete);
         let completed = sqlx::query(
-            "UPDATE idempotency_keys SET state = 'done', response = $1 WHERE tenant = $2 AND subject = $3 AND idempotency_key = $4 \
-             AND state = 'running' AND run_id = $5",
+            "UPDATE idempotency_keys SET state = 'done', response = $1 WHERE tenant = $2 AND issuer = $3 AND subject = $4 \
+             AND idempotency_key = $5 AND state = 'running' AND run_id = $6",
         )
         .bind(response)
-        .bind(tenant)
-        .bind(subject)
+        .bind(principal.tenant)
+        .bind(principal.issuer)
+        .bind(principal.subject)
         .bind(key)
         .bind(run_id)
         .execute(&self.pool)
@@ -217,8 +217,7 @@ impl Store {
     #[allow(clippy::too_many_arguments)]
     pub async fn idempotency_take_over(
         &self,
-        tenant: &str,
-        subject: &str,
+        principal: Owner<'_>,
         key: &str,
         run_id: Option<&str>,
         owner: &str,
@@ -227,13 +226,15 @@ impl Store {
     ) -> Result<bool, StoreError> {
         let _timer = self.timer(StoreOperation::IdempotencyTakeOver);
         let taken = sqlx::query(
-            "UPDATE idempotency_keys SET state = 'done', response = $1, owner = $2 WHERE tenant = $3 AND subject = $4 \
-             AND idempotency_key = $5 AND state = 'running' AND COALESCE(run_id, '') = $6 AND COALESCE(lease_expires_at, 0) <= $7",
+            "UPDATE idempotency_keys SET state = 'done', response = $1, owner = $2 WHERE tenant = $3 AND issuer = $4 \
+             AND subject = $5 AND idempotency_key = $6 AND state = 'running' AND COALESCE(run_id, '') = $7 \
+             AND COALESCE(lease_expires_at, 0) <= $8",
         )
         .bind(response)
         .bind(owner)
-        .bind(tenant)
-        .bind(subject)
+        .bind(principal.tenant)
+        .bind(principal.issuer)
+        .bind(principal.subject)
         .bind(key)
         .bind(run_id.unwrap_or(""))
         .bind(now_ms)
@@ -248,19 +249,15 @@ impl Store {
     ///
     /// # Errors
     /// [`StoreError`] when the write fails.
-    pub async fn idempotency_release(
-        &self,
-        tenant: &str,
-        subject: &str,
-        key: &str,
-        run_id: &str,
-    ) -> Result<(), StoreError> {
+    pub async fn idempotency_release(&self, principal: Owner<'_>, key: &str, run_id: &str) -> Result<(), StoreError> {
         let _timer = self.timer(StoreOperation::IdempotencyRelease);
         sqlx::query(
-            "DELETE FROM idempotency_keys WHERE tenant = $1 AND subject = $2 AND idempotency_key = $3 AND state = 'running' AND run_id = $4",
+            "DELETE FROM idempotency_keys WHERE tenant = $1 AND issuer = $2 AND subject = $3 AND idempotency_key = $4 \
+             AND state = 'running' AND run_id = $5",
         )
-        .bind(tenant)
-        .bind(subject)
+        .bind(principal.tenant)
+        .bind(principal.issuer)
+        .bind(principal.subject)
         .bind(key)
         .bind(run_id)
         .execute(&self.pool)

@@ -12,7 +12,8 @@
 //! [`fleet`] (the change log and MCP sessions replicas share), [`tasks`]
 //! (MCP tasks: an execute answered with a handle, its Run's end recorded),
 //! [`approvals`] (approval requests and budget uses of a tenant's policy on
-//! risk). Reads that
+//! risk). Rows kept per principal name their [`Owner`] (tenant, issuer,
+//! subject) and are matched on all three. Reads that
 //! start-up makes for every tenant and a replica makes for one take a
 //! [`Scope`]. [`migrations`] lists the schema's migrations once for both
 //! backends (`migrations/sqlite`, `migrations/postgres`).
@@ -43,6 +44,7 @@ pub mod fleet;
 pub mod idempotency;
 pub mod languages;
 pub mod migrations;
+mod owner;
 pub mod promoted;
 pub mod runs;
 pub mod sealing;
@@ -60,6 +62,7 @@ pub use deployments::{DeploymentPut, DeploymentRow, FiringClaim, FiringRow};
 pub use fleet::{CHANGES_CHANNEL, ChangeRow, SessionRow};
 pub use idempotency::{Claim, HeldClaim, NewClaim};
 pub use languages::LanguageRow;
+pub use owner::Owner;
 pub use promoted::PromotedRow;
 pub use runs::{RunFilter, RunListed, RunRow};
 pub use store::{Scope, Store, StoreError};

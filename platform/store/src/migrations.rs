@@ -47,6 +47,7 @@ migrations![
     (12, "policy approvals budgets", "0012_policy_approvals_budgets"),
     (13, "run status", "0013_run_status"),
     (14, "ended sign ins", "0014_ended_sign_ins"),
+    (15, "principal issuer", "0015_principal_issuer"),
 ];
 
 fn migration(version: i64, description: &'static str, sql: &'static str) -> Migration {

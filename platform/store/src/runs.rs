@@ -15,6 +15,8 @@ pub struct RunRow {
     pub run_id: String,
     /// Its tenant.
     pub tenant: String,
+    /// The issuer of the credential that ran it (its subject's issuer).
+    pub issuer: String,
     /// The subject that ran it.
     pub subject: String,
     /// Its Language.
@@ -60,6 +62,8 @@ pub struct RunFilter<'a> {
 pub struct RunListed {
     /// The Run's id.
     pub run_id: String,
+    /// The issuer of the credential that ran it.
+    pub issuer: String,
     /// The subject that ran it.
     pub subject: String,
     /// Its Language.
@@ -84,8 +88,8 @@ impl Store {
     pub async fn run_insert(&self, row: &RunRow) -> Result<(), StoreError> {
         let _timer = self.timer(StoreOperation::RunInsert);
         sqlx::query(
-            "INSERT INTO runs (run_id, tenant, subject, language, session_id, recorded_level, record, bytes, created_at, expires_at, status) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+            "INSERT INTO runs (run_id, tenant, subject, language, session_id, recorded_level, record, bytes, created_at, expires_at, status, \
+             issuer) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
         )
         .bind(&row.run_id)
         .bind(&row.tenant)
@@ -98,6 +102,7 @@ impl Store {
         .bind(row.created_at)
         .bind(row.expires_at)
         .bind(&row.status)
+        .bind(&row.issuer)
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -110,7 +115,7 @@ impl Store {
     pub async fn run_get(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {
         let _timer = self.timer(StoreOperation::RunGet);
         let row = sqlx::query(
-            "SELECT run_id, tenant, subject, language, session_id, recorded_level, record, created_at, expires_at, status FROM runs WHERE run_id = $1",
+            "SELECT run_id, tenant, issuer, subject, language, session_id, recorded_level, record, created_at, expires_at, status FROM runs WHERE run_id = $1",
         )
         .bind(run_id)
         .fetch_optional(&self.pool)
@@ -130,7 +135,7 @@ impl Store {
         limit: i64,
     ) -> Result<Vec<RunRow>, StoreError> {
         let rows = sqlx::query(
-            "SELECT run_id, tenant, subject, language, session_id, recorded_level, record, created_at, expires_at, status FROM runs \
+            "SELECT run_id, tenant, issuer, subject, language, session_id, recorded_level, record, created_at, expires_at, status FROM runs \
              WHERE tenant = $1 AND ($2 = '' OR subject = $3) AND ($4 = '' OR language = $5) ORDER BY created_at DESC LIMIT $6",
         )
         .bind(tenant)
@@ -151,7 +156,7 @@ impl Store {
     /// [`StoreError`] when the read fails.
     pub async fn runs_listed(&self, tenant: &str, filter: &RunFilter<'_>) -> Result<Vec<RunListed>, StoreError> {
         let rows = sqlx::query(
-            "SELECT run_id, subject, language, status, recorded_level, bytes, created_at, expires_at FROM runs \
+            "SELECT run_id, issuer, subject, language, status, recorded_level, bytes, created_at, expires_at FROM runs \
              WHERE tenant = $1 AND ($2 = '' OR language = $3) AND ($4 = '' OR status = $5) \
              AND ($6 = '' OR run_id IN (SELECT run_id FROM firings WHERE tenant = $7 AND deployment = $8)) \
              AND created_at >= $9 AND (created_at < $10 OR (created_at = $11 AND run_id < $12)) \
@@ -176,6 +181,7 @@ impl Store {
             .map(|row| {
                 Ok(RunListed {
                     run_id: row.try_get("run_id")?,
+                    issuer: row.try_get("issuer")?,
                     subject: row.try_get("subject")?,
                     language: row.try_get("language")?,
                     status: row.try_get::<Option<String>, _>("status")?.unwrap_or_default(),
@@ -282,6 +288,7 @@ fn run_from_row(row: &AnyRow) -> Result<RunRow, StoreError> {
     Ok(RunRow {
         run_id: row.try_get("run_id")?,
         tenant: row.try_get("tenant")?,
+        issuer: row.try_get("issuer")?,
         subject: row.try_get("subject")?,
         language: row.try_get("language")?,
         session_id: row.try_get::<Option<String>, _>("session_id")?,

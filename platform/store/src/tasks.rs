@@ -1,10 +1,12 @@
 //! MCP tasks (the Tasks extension): an execute call answered at once with
 //! a task handle, its Run's end recorded when it comes. Every query names
-//! the task's tenant and subject: a task is its caller's alone.
+//! the task's owner (tenant, issuer, subject): a task is its caller's
+//! alone.
 
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
+use crate::owner::Owner;
 use crate::store::{Store, StoreError};
 
 /// One task.
@@ -14,7 +16,10 @@ pub struct TaskRow {
     pub task_id: String,
     /// Its tenant.
     pub tenant: String,
-    /// The subject that created it; only they can read or cancel it.
+    /// The issuer of the credential that created it.
+    pub issuer: String,
+    /// The subject that created it; only they (of that issuer) can read or
+    /// cancel it.
     pub subject: String,
     /// The execute tool called.
     pub tool: String,
@@ -45,7 +50,7 @@ pub struct TaskRow {
 macro_rules! columns {
     () => {
         "task_id, tenant, subject, tool, status, status_message, result, cancel_requested, runner, heartbeat_at, \
-         ttl_ms, created_at, updated_at, expires_at"
+         ttl_ms, created_at, updated_at, expires_at, issuer"
     };
 }
 
@@ -58,7 +63,7 @@ impl Store {
         sqlx::query(concat!(
             "INSERT INTO tasks (",
             columns!(),
-            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
+            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
         ))
         .bind(&row.task_id)
         .bind(&row.tenant)
@@ -74,38 +79,34 @@ impl Store {
         .bind(row.created_at)
         .bind(row.updated_at)
         .bind(row.expires_at)
+        .bind(&row.issuer)
         .execute(&self.pool)
         .await?;
         Ok(())
     }
 
-    /// The task `task_id` of `tenant`'s `subject`, unexpired at `now_ms`;
+    /// The task `task_id` of `owner`, unexpired at `now_ms`;
     /// `None` for any other (unknown, expired, someone else's).
     ///
     /// # Errors
     /// [`StoreError`] when the read fails.
-    pub async fn task_get(
-        &self,
-        tenant: &str,
-        subject: &str,
-        task_id: &str,
-        now_ms: i64,
-    ) -> Result<Option<TaskRow>, StoreError> {
+    pub async fn task_get(&self, owner: Owner<'_>, task_id: &str, now_ms: i64) -> Result<Option<TaskRow>, StoreError> {
         let row = sqlx::query(concat!(
             "SELECT ",
             columns!(),
-            " FROM tasks WHERE task_id = $1 AND tenant = $2 AND subject = $3 AND expires_at > $4"
+            " FROM tasks WHERE task_id = $1 AND tenant = $2 AND issuer = $3 AND subject = $4 AND expires_at > $5"
         ))
         .bind(task_id)
-        .bind(tenant)
-        .bind(subject)
+        .bind(owner.tenant)
+        .bind(owner.issuer)
+        .bind(owner.subject)
         .bind(now_ms)
         .fetch_optional(&self.pool)
         .await?;
         row.map(|row| task_from_row(&row)).transpose()
     }
 
-    /// `tenant`'s `subject`'s unexpired tasks, newest first, at most
+    /// `owner`'s unexpired tasks, newest first, at most
     /// `limit`, created strictly before `before` (a page's cursor: created
     /// time and id) when given.
     ///
@@ -113,8 +114,7 @@ impl Store {
     /// [`StoreError`] when the read fails.
     pub async fn tasks_of(
         &self,
-        tenant: &str,
-        subject: &str,
+        owner: Owner<'_>,
         now_ms: i64,
         before: Option<(i64, &str)>,
         limit: i64,
@@ -123,12 +123,13 @@ impl Store {
         let rows = sqlx::query(concat!(
             "SELECT ",
             columns!(),
-            " FROM tasks WHERE tenant = $1 AND subject = $2 AND expires_at > $3 \
-             AND (created_at < $4 OR (created_at = $5 AND task_id < $6)) \
-             ORDER BY created_at DESC, task_id DESC LIMIT $7"
+            " FROM tasks WHERE tenant = $1 AND issuer = $2 AND subject = $3 AND expires_at > $4 \
+             AND (created_at < $5 OR (created_at = $6 AND task_id < $7)) \
+             ORDER BY created_at DESC, task_id DESC LIMIT $8"
         ))
-        .bind(tenant)
-        .bind(subject)
+        .bind(owner.tenant)
+        .bind(owner.issuer)
+        .bind(owner.subject)
         .bind(now_ms)
         .bind(created)
         .bind(created)
@@ -196,26 +197,21 @@ impl Store {
         Ok(done.rows_affected() == 1)
     }
 
-    /// Asks a working task of `tenant`'s `subject` to stop; `true` when
+    /// Asks a working task of `owner` to stop; `true` when
     /// it was working (the request is recorded for its runner to see).
     ///
     /// # Errors
     /// [`StoreError`] when the write fails.
-    pub async fn task_request_cancel(
-        &self,
-        tenant: &str,
-        subject: &str,
-        task_id: &str,
-        now_ms: i64,
-    ) -> Result<bool, StoreError> {
+    pub async fn task_request_cancel(&self, owner: Owner<'_>, task_id: &str, now_ms: i64) -> Result<bool, StoreError> {
         let done = sqlx::query(
             "UPDATE tasks SET cancel_requested = 1, updated_at = $1 \
-             WHERE task_id = $2 AND tenant = $3 AND subject = $4 AND status = 'working'",
+             WHERE task_id = $2 AND tenant = $3 AND issuer = $4 AND subject = $5 AND status = 'working'",
         )
         .bind(now_ms)
         .bind(task_id)
-        .bind(tenant)
-        .bind(subject)
+        .bind(owner.tenant)
+        .bind(owner.issuer)
+        .bind(owner.subject)
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected() == 1)
@@ -270,6 +266,7 @@ fn task_from_row(row: &AnyRow) -> Result<TaskRow, StoreError> {
     Ok(TaskRow {
         task_id: row.try_get("task_id")?,
         tenant: row.try_get("tenant")?,
+        issuer: row.try_get("issuer")?,
         subject: row.try_get("subject")?,
         tool: row.try_get("tool")?,
         status: row.try_get("status")?,

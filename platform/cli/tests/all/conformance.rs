@@ -41,6 +41,7 @@ pub async fn insert_foreign_run(server: &Server, tenant: &str, language: &str) -
         .run_insert(&RunRow {
             run_id: run_id.clone(),
             tenant: tenant.into(),
+            issuer: pilotage_server::tenancy::DEV_ISSUER.into(),
             subject: "someone-else".into(),
             language: language.into(),
             session_id: None,

@@ -359,6 +359,7 @@ async fn people_find_the_fired_rule_and_read_its_run_in_the_console() {
         let row = pilotage_store::RunRow {
             run_id,
             tenant: "demo".into(),
+            issuer: String::new(),
             subject: "pager".into(),
             language: "pager/1".into(),
             session_id: None,

@@ -500,3 +500,105 @@ async fn shutdown_is_not_held_by_slow_clients() {
     eprintln!("shutdown with slow clients took {:?}", started.elapsed());
     assert!(TcpStream::connect(addr).await.is_err(), "nothing listens after shutdown");
 }
+
+// --- Credential guesses ---------------------------------------------------
+
+const OPERATOR: &str = "operator-token-for-throttling-0123456789";
+
+/// A client whose connections come from `local` (any 127/8 address is
+/// this machine's loopback).
+fn from(local: &str) -> reqwest::Client {
+    pilotage_client::install_crypto_provider();
+    reqwest::Client::builder().local_address(local.parse::<std::net::IpAddr>().unwrap()).build().unwrap()
+}
+
+/// The status and `Retry-After` of the admin API's tenant list as `token`,
+/// from `client`, naming `forwarded` in `X-Forwarded-For` when given.
+async fn tenants_as(client: &reqwest::Client, base: &str, token: &str, forwarded: Option<&str>) -> (u16, Option<u64>) {
+    let mut request = client.get(format!("{base}/admin/v1/tenants")).bearer_auth(token);
+    if let Some(forwarded) = forwarded {
+        request = request.header("x-forwarded-for", forwarded);
+    }
+    let response = request.send().await.unwrap();
+    let retry = response.headers().get("retry-after").and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
+    (response.status().as_u16(), retry)
+}
+
+/// A sign-in form posted with `token` from `client`: status, `Retry-After`
+/// and page.
+async fn sign_in_as(client: &reqwest::Client, url: &str, token: &str) -> (u16, Option<u64>, String) {
+    let response = client
+        .post(url)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("token={token}"))
+        .send()
+        .await
+        .unwrap();
+    let retry = response.headers().get("retry-after").and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
+    (response.status().as_u16(), retry, response.text().await.unwrap())
+}
+
+/// Issue 46 item 7: the admin API's bearer check, the console's sign-in
+/// and the approval page's sign-in take at most 10 bad credentials a
+/// minute from one client address; then every credential from it, a valid
+/// one too, gets 429 with `Retry-After` until the minute ends, while other
+/// addresses are served. Behind a trusted proxy the client is the address
+/// the proxy forwarded for; from anywhere else `X-Forwarded-For` is
+/// ignored, so a guesser cannot pick a fresh address per guess.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credential_guesses_are_throttled_per_client_address() {
+    let mut configured = settings(Backend::Sqlite).await;
+    configured.admin_token = Some(OPERATOR.to_owned());
+    configured.console = true;
+    configured.trusted_proxies = vec!["127.0.0.3".to_owned()];
+    let server = server(configured).await;
+    let base = format!("http://{}", server.addr);
+    let in_window = |retry: Option<u64>| retry.is_some_and(|s| (1..=60).contains(&s));
+
+    // The admin API: ten bad guesses answer 401, the eleventh 429, and
+    // then the operator token too; another address is served.
+    let guesser = from("127.0.0.1");
+    for guess in 0..10 {
+        assert_eq!(tenants_as(&guesser, &base, &format!("guess-{guess}"), None).await.0, 401, "guess {guess}");
+    }
+    let (status, retry) = tenants_as(&guesser, &base, "guess-10", None).await;
+    assert_eq!(status, 429);
+    assert!(in_window(retry), "{retry:?}");
+    assert_eq!(tenants_as(&guesser, &base, OPERATOR, None).await.0, 429, "a throttled address gets no answer");
+    assert_eq!(tenants_as(&from("127.0.0.2"), &base, OPERATOR, None).await.0, 200, "another address is served");
+
+    // An address that is no trusted proxy cannot pick its client address.
+    let spoofer = from("127.0.0.5");
+    for guess in 0..10 {
+        let forwarded = format!("198.51.100.{guess}");
+        assert_eq!(tenants_as(&spoofer, &base, "guess", Some(&forwarded)).await.0, 401);
+    }
+    assert_eq!(tenants_as(&spoofer, &base, "guess", Some("198.51.100.99")).await.0, 429);
+
+    // Through the trusted proxy, each forwarded client counts apart.
+    let proxy = from("127.0.0.3");
+    for _ in 0..10 {
+        assert_eq!(tenants_as(&proxy, &base, "guess", Some("203.0.113.1, 127.0.0.3")).await.0, 401);
+    }
+    assert_eq!(tenants_as(&proxy, &base, OPERATOR, Some("203.0.113.1")).await.0, 429);
+    assert_eq!(tenants_as(&proxy, &base, OPERATOR, Some("203.0.113.2")).await.0, 200, "another client behind it");
+
+    // The console's and the approval page's sign-in forms.
+    for (local, url) in [
+        ("127.0.0.6", format!("{base}/console/sign-in")),
+        ("127.0.0.7", format!("{base}/approvals/apr_00000000000000000000000000000000/sign-in")),
+    ] {
+        let client = from(local);
+        for guess in 0..10 {
+            let (status, _, _) = sign_in_as(&client, &url, &format!("guess-{guess}")).await;
+            assert_eq!(status, 401, "{url} guess {guess}");
+        }
+        let (status, retry, page) = sign_in_as(&client, &url, OPERATOR).await;
+        assert_eq!(status, 429, "{url}: {page}");
+        assert!(in_window(retry), "{retry:?}");
+        assert!(page.contains("Too many credentials"), "{page}");
+        let (status, _, page) = sign_in_as(&from("127.0.0.8"), &url, OPERATOR).await;
+        assert!(status == 303 || status == 200, "{url} from another address: {status} {page}");
+    }
+    server.stop().await;
+}

@@ -80,7 +80,7 @@ async fn open(url: &str, token: Option<&str>) -> reqwest::Response {
 }
 
 /// Opens a session that must open, and completes the handshake.
-async fn opened(url: &str, token: Option<&str>) -> String {
+pub(crate) async fn opened(url: &str, token: Option<&str>) -> String {
     let response = open(url, token).await;
     assert_eq!(response.status(), 200, "initialize");
     let session = response.headers()["mcp-session-id"].to_str().unwrap().to_owned();
@@ -95,7 +95,7 @@ fn tools_list() -> String {
 }
 
 /// The status and body bytes of `request` sent as `token` in `session`.
-async fn answer(
+pub(crate) async fn answer(
     method: reqwest::Method,
     url: &str,
     token: &str,
@@ -126,7 +126,7 @@ async fn answer(
     (status, response.bytes().await.unwrap().to_vec())
 }
 
-fn unknown_id() -> String {
+pub(crate) fn unknown_id() -> String {
     format!("{:032x}", rand::random::<u128>())
 }
 

@@ -28,6 +28,7 @@ mod mcp_apps;
 mod mcp_server;
 mod narration;
 mod policy;
+mod principals;
 mod protocol_schema;
 mod recipe_twins;
 mod resources;

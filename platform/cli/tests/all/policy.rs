@@ -358,7 +358,10 @@ async fn a_human_reads_the_plan_and_decides_on_the_approval_page() {
     approver.goto(&url).await.unwrap();
     approver.fill("#token", &world.token("acme", "dana", "pilotage:approve")).await.unwrap();
     approver.submit("form").await.unwrap();
-    assert!(settled(&approver, "#asker", "alice").await.starts_with("alice (tenant acme)"));
+    // The asker is named with the issuer of its credential: two identity
+    // providers' "alice" are two people.
+    let asker = settled(&approver, "#asker", "alice").await;
+    assert!(asker.starts_with("alice of https://issuer.test (tenant acme)"), "{asker}");
     assert_eq!(settled(&approver, "#max-risk", "").await, "destructive");
     let step = settled(&approver, "tr.step", "cap_wipe").await;
     assert!(step.contains("act") && step.contains("cap_wipe") && step.contains("destructive"), "{step}");

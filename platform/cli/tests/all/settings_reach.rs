@@ -62,6 +62,7 @@ fn valid(flag: &str, dir: &Path, port: u16) -> Option<Vec<String>> {
         "demo-postgres" => one("off"),
         "public-url" => one(&format!("http://127.0.0.1:{port}")),
         "allowed-host" => Some(vec!["127.0.0.1".into(), "localhost".into()]),
+        "trusted-proxy" => Some(vec!["10.0.0.1".into(), "fd00::1".into()]),
         "allowed-origin" => Some(vec![format!("http://127.0.0.1:{port}"), "https://agents.example".into()]),
         "retention" => one("PT1H"),
         "max-body-bytes" => one("2097152"),

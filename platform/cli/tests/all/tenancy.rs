@@ -19,15 +19,15 @@ use serde_json::{Value, json};
 use crate::endpoint::{Backend, server, settings};
 
 const ISSUER: &str = "https://issuer.test";
-const PUBLIC_URL: &str = "http://pilotage.test";
+pub(crate) const PUBLIC_URL: &str = "http://pilotage.test";
 pub(crate) const ADMIN_TOKEN: &str = "operator-token-for-tests-0123456789";
 
 /// A signing key and its public JWK.
-struct Key {
-    kid: String,
+pub(crate) struct Key {
+    pub(crate) kid: String,
     algorithm: Algorithm,
     encoding: EncodingKey,
-    jwk: Value,
+    pub(crate) jwk: Value,
     public_pem: String,
 }
 
@@ -47,7 +47,7 @@ fn rsa_key(kid: &str) -> Key {
     }
 }
 
-fn ec_key(kid: &str) -> Key {
+pub(crate) fn ec_key(kid: &str) -> Key {
     use p256::pkcs8::{EncodePrivateKey, LineEnding};
     let signing = <p256::ecdsa::SigningKey as p256::elliptic_curve::Generate>::generate();
     let pem = signing.to_pkcs8_pem(LineEnding::LF).unwrap();
@@ -62,7 +62,7 @@ fn ec_key(kid: &str) -> Key {
     }
 }
 
-fn now() -> u64 {
+pub(crate) fn now() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
 }
 
@@ -71,19 +71,19 @@ fn claims(tenant: Value, subject: &str, scope: &str) -> Value {
            "iat": now(), "nbf": now() - 5, "exp": now() + 600})
 }
 
-fn sign(key: &Key, claims: &Value) -> String {
+pub(crate) fn sign(key: &Key, claims: &Value) -> String {
     let mut header = Header::new(key.algorithm);
     header.kid = Some(key.kid.clone());
     jsonwebtoken::encode(&header, claims, &key.encoding).unwrap()
 }
 
 /// A JWKS endpoint on loopback whose key set the test can replace.
-struct Jwks {
-    url: String,
+pub(crate) struct Jwks {
+    pub(crate) url: String,
     keys: Arc<RwLock<Vec<Value>>>,
 }
 
-async fn jwks(keys: Vec<Value>) -> Jwks {
+pub(crate) async fn jwks(keys: Vec<Value>) -> Jwks {
     let keys = Arc::new(RwLock::new(keys));
     let shared = keys.clone();
     let router = axum::Router::new().route(

@@ -24,7 +24,9 @@
 //! administrators.
 
 use axum::body::Body;
-use axum::extract::{FromRequest, Request, State};
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, FromRequest, Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -37,7 +39,18 @@ use super::api::{AdminLimits, AdminState, ApiError, authorize};
 /// with its [`super::Admin`] in the extensions; refuse with the
 /// credential's 401/403 otherwise, the body unread.
 pub(crate) async fn require_admin(State(state): State<AdminState>, mut request: Request, next: Next) -> Response {
-    match authorize(&state, request.headers()).await {
+    // A client past its failed credentials is refused before its next one
+    // is read (`super::throttle`).
+    let peer = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(peer)| *peer);
+    let client = state.throttle.client(peer, request.headers());
+    if let Err(left) = state.throttle.check(client) {
+        return ApiError::throttled(left).into_response();
+    }
+    let authorized = authorize(&state, request.headers()).await;
+    if matches!(&authorized, Err(error) if error.status == StatusCode::UNAUTHORIZED) {
+        state.throttle.failed(client);
+    }
+    match authorized {
         Ok(admin) => {
             // The tenant a route acts on is in its path: a credential for
             // another tenant is refused here, before any body is read.

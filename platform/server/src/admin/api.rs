@@ -13,7 +13,7 @@ use subtle::ConstantTimeEq;
 
 use crate::auth::middleware::Authenticator;
 use crate::auth::{ADMIN_SCOPE, APPROVE_SCOPE, AuthMode, CONSOLE_SCOPE, TENANT_ADMIN_SCOPE};
-use crate::tenancy::{Platform, Tenant};
+use crate::tenancy::{Identity, Platform, Tenant};
 use pilotage_store::AuditRow;
 
 /// The admin API's state.
@@ -27,6 +27,8 @@ pub(crate) struct AdminState {
     pub operator_token: Option<String>,
     /// The body bounds.
     pub limits: AdminLimits,
+    /// Failed credentials per client address (`super::throttle`).
+    pub throttle: Arc<super::throttle::SignInThrottle>,
 }
 
 /// The admin API's body bounds.
@@ -49,21 +51,30 @@ impl Default for AdminLimits {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Admin {
     /// Every tenant.
-    Operator(String),
+    Operator(Identity),
     /// One tenant's own resources.
     TenantAdmin {
         /// The tenant.
         tenant: String,
         /// Who.
-        subject: String,
+        who: Identity,
     },
 }
 
 impl Admin {
+    /// How the audit log names the administrator (`actor`; the record
+    /// also names the credential's kind and issuer).
     pub(super) fn actor(&self) -> String {
         match self {
-            Admin::Operator(who) => who.clone(),
-            Admin::TenantAdmin { tenant, subject } => format!("{subject}@{tenant}"),
+            Admin::Operator(who) => who.subject.clone(),
+            Admin::TenantAdmin { tenant, who } => format!("{}@{tenant}", who.subject),
+        }
+    }
+
+    /// Who the credential names.
+    pub(super) fn identity(&self) -> &Identity {
+        match self {
+            Admin::Operator(who) | Admin::TenantAdmin { who, .. } => who,
         }
     }
 
@@ -82,11 +93,13 @@ impl Admin {
 pub(crate) struct ApiError {
     pub(super) status: StatusCode,
     pub(super) body: Value,
+    /// `Retry-After`, in seconds, when the client should wait.
+    pub(super) retry_after_s: Option<u64>,
 }
 
 impl ApiError {
     pub(super) fn new(status: StatusCode, code: &str, message: impl Into<String>) -> ApiError {
-        ApiError { status, body: json!({"error": {"code": code, "message": message.into()}}) }
+        ApiError { status, body: json!({"error": {"code": code, "message": message.into()}}), retry_after_s: None }
     }
 
     /// 400 naming the offending field.
@@ -112,6 +125,19 @@ impl ApiError {
         ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
     }
 
+    /// 429 with `Retry-After`: the client presented too many bad
+    /// credentials (`super::throttle`).
+    pub(super) fn throttled(left: std::time::Duration) -> ApiError {
+        let seconds = super::throttle::retry_after_s(left);
+        let mut error = ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_failures",
+            format!("too many bad credentials from this address: retry in {seconds} s"),
+        );
+        error.retry_after_s = Some(seconds);
+        error
+    }
+
     pub(super) fn forbidden(message: &str) -> ApiError {
         ApiError::new(StatusCode::FORBIDDEN, "forbidden", message)
     }
@@ -128,7 +154,11 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, Json(self.body)).into_response()
+        let mut response = (self.status, Json(self.body)).into_response();
+        if let Some(seconds) = self.retry_after_s {
+            response.headers_mut().insert(header::RETRY_AFTER, seconds.into());
+        }
+        response
     }
 }
 
@@ -168,7 +198,7 @@ pub(crate) enum Credential {
         /// The tenant.
         tenant: String,
         /// Who.
-        subject: String,
+        who: Identity,
         /// Holds `pilotage:approve`.
         approve: bool,
         /// Holds `pilotage:console`.
@@ -201,7 +231,7 @@ pub(crate) async fn credential_until(state: &AdminState, token: &str) -> Result<
     if let Some(operator) = &state.operator_token
         && bool::from(operator.as_bytes().ct_eq(token.as_bytes()))
     {
-        return Ok((Credential::Admin(Admin::Operator(crate::policy::approvals::OPERATOR_TOKEN_ACTOR.into())), None));
+        return Ok((Credential::Admin(Admin::Operator(Identity::operator_token())), None));
     }
     let claims = match state.auth.settings.mode {
         AuthMode::Jwt => match &state.auth.verifier {
@@ -217,8 +247,10 @@ pub(crate) async fn credential_until(state: &AdminState, token: &str) -> Result<
     let until = claims.other.get("exp").and_then(Value::as_i64).map(|exp| exp.saturating_mul(1000));
     let scopes = claims.scopes();
     let subject = claims.sub.clone().unwrap_or_default();
+    let issuer = claims.iss.clone().unwrap_or_default();
+    let who = Identity::of_token(&issuer, &subject);
     if scopes.contains(ADMIN_SCOPE) {
-        return Ok((Credential::Admin(Admin::Operator(subject)), until));
+        return Ok((Credential::Admin(Admin::Operator(who)), until));
     }
     let (approve, console) = (scopes.contains(APPROVE_SCOPE), scopes.contains(CONSOLE_SCOPE));
     let tenant_scoped = scopes.contains(TENANT_ADMIN_SCOPE) || approve || console;
@@ -230,15 +262,17 @@ pub(crate) async fn credential_until(state: &AdminState, token: &str) -> Result<
         return Err(ApiError::forbidden("a tenant-scoped credential must name exactly one tenant"));
     };
     if scopes.contains(TENANT_ADMIN_SCOPE) {
-        return Ok((Credential::Admin(Admin::TenantAdmin { tenant: tenant.clone(), subject }), until));
+        return Ok((Credential::Admin(Admin::TenantAdmin { tenant: tenant.clone(), who }), until));
     }
-    Ok((Credential::Scoped { tenant: tenant.clone(), subject, approve, console }, until))
+    Ok((Credential::Scoped { tenant: tenant.clone(), who, approve, console }, until))
 }
 
 pub(super) async fn audit(state: &AdminState, admin: &Admin, action: &str, target: &str, detail: Value) {
     let row = AuditRow {
         at: state.platform.clock().now_ms(),
         actor: admin.actor(),
+        credential: admin.identity().credential.as_str().to_owned(),
+        issuer: admin.identity().issuer.clone(),
         action: action.to_owned(),
         target: target.to_owned(),
         detail: detail.to_string(),
@@ -246,7 +280,7 @@ pub(super) async fn audit(state: &AdminState, admin: &Admin, action: &str, targe
     if let Err(error) = state.platform.store().audit(&row).await {
         tracing::error!(%error, "cannot write the audit log");
     }
-    tracing::info!(actor = %row.actor, action, target, "admin change");
+    tracing::info!(actor = %row.actor, credential = %row.credential, issuer = %row.issuer, action, target, "admin change");
 }
 
 pub(super) fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {

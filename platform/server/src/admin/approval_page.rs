@@ -8,7 +8,7 @@
 //!   tenant), exchanged for a session cookie: sealed with the platform's
 //!   secret key (so any replica reads it), `HttpOnly`, `SameSite=Strict`,
 //!   `Path=/approvals`, 15 minutes.
-//! - The subject who asked is shown the request but no buttons, and its
+//! - The principal who asked is shown the request but no buttons, and its
 //!   decision is refused: an agent cannot approve its own request.
 //! - Each form carries a CSRF token sealed to the session and the
 //!   approval; a forged one is 403, a replayed one finds the approval no
@@ -18,11 +18,11 @@
 
 use std::net::SocketAddr;
 
-use axum::Router;
 use axum::extract::{ConnectInfo, Form, Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::{get, post};
+use axum::{Extension, Router};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -30,6 +30,7 @@ use super::api::{AdminState, Credential, credential_until};
 use crate::admin::api::Admin;
 use crate::console::web::{self, escape, urlencode};
 use crate::policy::approvals::{self, Approver, DecideError};
+use crate::tenancy::Identity;
 use pilotage_store::ApprovalRow;
 
 /// The session cookie's name.
@@ -54,7 +55,8 @@ pub(crate) fn router(state: AdminState) -> Router {
 struct Session {
     /// `None`: an operator.
     tenant: Option<String>,
-    subject: String,
+    /// Who signed in: the credential's kind, issuer and subject.
+    who: Identity,
     /// Expiry, ms since the epoch (system clock: a browser's session).
     exp: i64,
     /// Random; CSRF tokens are bound to it.
@@ -63,7 +65,7 @@ struct Session {
 
 impl Session {
     fn approver(&self) -> Approver {
-        Approver { tenant: self.tenant.clone(), subject: self.subject.clone() }
+        Approver { tenant: self.tenant.clone(), who: self.who.clone() }
     }
 }
 
@@ -171,7 +173,7 @@ async fn page(State(state): State<AdminState>, Path(id): Path<String>, headers: 
             escape(&arm),
         ));
     }
-    let own = session.tenant.as_deref() == Some(row.tenant.as_str()) && session.subject == row.subject;
+    let own = session.approver().asked(&row);
     let actions = if status != "pending" {
         format!(
             "<p id=\"decided\">This request is <strong>{}</strong>{}.</p>",
@@ -193,8 +195,13 @@ async fn page(State(state): State<AdminState>, Path(id): Path<String>, headers: 
         format!("<pre id=\"program\">{}</pre>", pretty(&request["program"]))
     };
     let body = format!(
-        "<h1>Approve this Run?</h1><dl><dt>Asked by</dt><dd id=\"asker\">{subject} (tenant {tenant})</dd><dt>From</dt><dd id=\"from\">{from}</dd><dt>Language</dt><dd>{language}</dd><dt>Run</dt><dd>{run}</dd><dt>Highest risk</dt><dd id=\"max-risk\" class=\"risk-{max}\">{max}</dd><dt>Catalog version</dt><dd>{catalog}</dd><dt>State</dt><dd id=\"state\">{status}</dd><dt>Expires</dt><dd>{expires}</dd></dl><h2>Plan</h2><table><caption>Each step the program may take, with its risk</caption><thead><tr><th scope=\"col\">Step</th><th scope=\"col\">Calls</th><th scope=\"col\">Risk</th><th scope=\"col\">Hints</th><th scope=\"col\">Branch</th></tr></thead><tbody>{steps}</tbody></table><h2>Program</h2>{program}<h2>Input</h2><pre id=\"input\">{input}</pre>{actions}<p><small>Approval {id}. An approval is used once, by exactly this request; any change to the program, input, mode or catalog needs a new one.</small></p>",
+        "<h1>Approve this Run?</h1><dl><dt>Asked by</dt><dd id=\"asker\">{subject}{issuer} (tenant {tenant})</dd><dt>From</dt><dd id=\"from\">{from}</dd><dt>Language</dt><dd>{language}</dd><dt>Run</dt><dd>{run}</dd><dt>Highest risk</dt><dd id=\"max-risk\" class=\"risk-{max}\">{max}</dd><dt>Catalog version</dt><dd>{catalog}</dd><dt>State</dt><dd id=\"state\">{status}</dd><dt>Expires</dt><dd>{expires}</dd></dl><h2>Plan</h2><table><caption>Each step the program may take, with its risk</caption><thead><tr><th scope=\"col\">Step</th><th scope=\"col\">Calls</th><th scope=\"col\">Risk</th><th scope=\"col\">Hints</th><th scope=\"col\">Branch</th></tr></thead><tbody>{steps}</tbody></table><h2>Program</h2>{program}<h2>Input</h2><pre id=\"input\">{input}</pre>{actions}<p><small>Approval {id}. An approval is used once, by exactly this request; any change to the program, input, mode or catalog needs a new one.</small></p>",
         subject = escape(&row.subject),
+        issuer = if row.issuer.is_empty() || row.issuer == crate::tenancy::DEV_ISSUER {
+            String::new()
+        } else {
+            format!(" of {}", escape(&row.issuer))
+        },
         from = escape(request["from"].as_str().unwrap_or("unknown")),
         tenant = escape(&row.tenant),
         language = escape(&row.language),
@@ -214,22 +221,37 @@ struct SignIn {
     token: String,
 }
 
-async fn sign_in(State(state): State<AdminState>, Path(id): Path<String>, Form(form): Form<SignIn>) -> Response {
+async fn sign_in(
+    State(state): State<AdminState>,
+    Path(id): Path<String>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    headers: HeaderMap,
+    Form(form): Form<SignIn>,
+) -> Response {
+    // A client past its failed credentials is refused before its next one
+    // is read (`super::throttle`).
+    let client = state.throttle.client(peer.map(|Extension(ConnectInfo(peer))| peer), &headers);
+    if let Err(left) = state.throttle.check(client) {
+        return super::throttle::throttled_page(sign_in_form(&id, Some(super::throttle::THROTTLED)), left);
+    }
     let (credential, until) = match credential_until(&state, form.token.trim()).await {
         Ok(read) => read,
-        Err(_) => return sign_in_form(&id, Some("This credential is not valid.")),
+        Err(_) => {
+            state.throttle.failed(client);
+            return sign_in_form(&id, Some("This credential is not valid."));
+        }
     };
-    let (tenant, subject) = match credential {
+    let (tenant, who) = match credential {
         Credential::Admin(Admin::Operator(who)) => (None, who),
-        Credential::Admin(Admin::TenantAdmin { tenant, subject })
-        | Credential::Scoped { tenant, subject, approve: true, .. } => (Some(tenant), subject),
+        Credential::Admin(Admin::TenantAdmin { tenant, who })
+        | Credential::Scoped { tenant, who, approve: true, .. } => (Some(tenant), who),
         Credential::Scoped { .. } | Credential::Other(_) => {
             return sign_in_form(&id, Some("This credential may not decide approvals (it holds no approver scope)."));
         }
     };
     let session = Session {
         tenant,
-        subject,
+        who,
         // Never longer than the credential it was opened with.
         exp: (pilotage_engine::clock::system_now_ms() + SESSION_S * 1000).min(until.unwrap_or(i64::MAX)),
         nonce: hex::encode(rand::random::<[u8; 16]>()),

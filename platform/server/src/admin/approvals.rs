@@ -65,6 +65,7 @@ pub(crate) fn approval_json(row: &ApprovalRow, now_ms: i64, url: String) -> Valu
     json!({
         "id": row.id,
         "tenant": row.tenant,
+        "issuer": row.issuer,
         "subject": row.subject,
         "language": row.language,
         "state": approvals::state_at(row, now_ms),
@@ -159,8 +160,8 @@ async fn decide(
 ) -> ApiResult {
     admin.may(&tenant)?;
     let approver = match &admin {
-        Admin::Operator(who) => Approver { tenant: None, subject: who.clone() },
-        Admin::TenantAdmin { tenant, subject } => Approver { tenant: Some(tenant.clone()), subject: subject.clone() },
+        Admin::Operator(who) => Approver { tenant: None, who: who.clone() },
+        Admin::TenantAdmin { tenant, who } => Approver { tenant: Some(tenant.clone()), who: who.clone() },
     };
     let address = peer.map_or_else(|| "unknown".to_owned(), |Extension(ConnectInfo(addr))| addr.ip().to_string());
     let row =

@@ -10,7 +10,9 @@
 //! (a JWT in `jwt` mode, a development token in `dev` mode) holding
 //! `pilotage:admin` (every tenant) or `pilotage:tenant-admin` (its own
 //! tenant), checked from the headers before any body is read
-//! ([`admission`]); each route's body is bounded. Every request is validated with a 4xx naming the field, every
+//! ([`admission`]), after the client address's failed credentials
+//! (`throttle`: past 10 a minute, 429 until the minute ends); each route's
+//! body is bounded. Every request is validated with a 4xx naming the field, every
 //! change is audited (who, what, when), and writes are idempotent where
 //! they can be.
 
@@ -27,7 +29,9 @@ mod routes;
 mod runs;
 mod secrets;
 mod tenants;
+mod throttle;
 
 pub(crate) use api::{Admin, AdminLimits, AdminState, Credential, credential_until};
 pub(crate) use approval_page::router as approval_page;
 pub(crate) use routes::router;
+pub(crate) use throttle::{SignInThrottle, THROTTLED, throttled_page};

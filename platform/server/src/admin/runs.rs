@@ -41,7 +41,7 @@ pub(super) async fn runs_list(
         .iter()
         .map(|row| {
             let record: Value = serde_json::from_str(&row.record).unwrap_or(Value::Null);
-            json!({"run_id": row.run_id, "subject": row.subject, "language": row.language, "created_at": row.created_at,
+            json!({"run_id": row.run_id, "issuer": row.issuer, "subject": row.subject, "language": row.language, "created_at": row.created_at,
                    "expires_at": row.expires_at, "outcome": record["outcome"]})
         })
         .collect();
@@ -62,7 +62,7 @@ pub(super) async fn runs_get(
         .filter(|row| row.tenant == tenant)
         .ok_or_else(|| ApiError::not_found(format!("no run '{run_id}'")))?;
     let record: Value = serde_json::from_str(&row.record).unwrap_or(Value::Null);
-    Ok(Json(json!({"run_id": row.run_id, "subject": row.subject, "language": row.language, "created_at": row.created_at, "record": record})).into_response())
+    Ok(Json(json!({"run_id": row.run_id, "issuer": row.issuer, "subject": row.subject, "language": row.language, "created_at": row.created_at, "record": record})).into_response())
 }
 
 #[derive(Debug, Deserialize)]

@@ -9,8 +9,7 @@ use serde_json::json;
 
 use super::{AuthError, AuthSetupError, Claims};
 
-/// The issuer of development tokens.
-pub const DEV_ISSUER: &str = "pilotage-dev";
+use crate::tenancy::DEV_ISSUER;
 
 /// Signs and checks development tokens.
 #[derive(Clone)]

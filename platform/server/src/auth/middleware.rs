@@ -78,7 +78,14 @@ impl Authenticator {
                 _ => return Err(AuthError::Tenant("the token grants several tenants: use /t/{tenant}/mcp".into())),
             },
         };
-        Ok(Principal { tenant, subject: claims.sub.clone().unwrap_or_default(), scopes: claims.scopes() })
+        // `iss` was checked against the trusted issuers (or the development
+        // issuer) before this: the principal is that issuer's subject.
+        Ok(Principal {
+            tenant,
+            issuer: claims.iss.clone().unwrap_or_default(),
+            subject: claims.sub.clone().unwrap_or_default(),
+            scopes: claims.scopes(),
+        })
     }
 
     /// Authenticates a request to `/mcp` (or `/t/{tenant}/mcp`).

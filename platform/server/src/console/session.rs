@@ -1,7 +1,7 @@
 //! Who looks at the console: sign-in, the session cookie, sign-out, and the
 //! page shell every console page is drawn in.
 //!
-//! A session is `{tenant, subject, exp, nonce}` as JSON, sealed with the
+//! A session is `{tenant, who, exp, nonce}` as JSON, sealed with the
 //! platform key under a box name no tenant secret has; the cookie is
 //! `HttpOnly`, `SameSite=Lax` (a link to a Run page from a chat or a
 //! terminal opens signed in; every console route that changes anything is
@@ -11,16 +11,18 @@
 use std::sync::Arc;
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 
-use axum::extract::{Form, FromRequestParts, Path, Query, State};
+use axum::Extension;
+use axum::extract::{ConnectInfo, Form, FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde::{Deserialize, Serialize};
 
 use super::web::{self, escape, urlencode};
-use crate::admin::{Admin, AdminState, Credential, credential_until};
-use crate::tenancy::Tenant;
+use crate::admin::{Admin, AdminState, Credential, THROTTLED, credential_until, throttled_page};
+use crate::tenancy::{Identity, Tenant};
 
 /// The session cookie's name.
 const COOKIE: &str = "pilotage_console";
@@ -39,8 +41,8 @@ pub(super) const CSP: &str = "default-src 'none'; script-src 'self'; style-src '
 pub(super) struct Viewer {
     /// `None`: an operator, who sees every tenant.
     pub(super) tenant: Option<String>,
-    /// Who signed in.
-    pub(super) subject: String,
+    /// Who signed in: the credential's kind, issuer and subject.
+    pub(super) who: Identity,
     /// Expiry, ms since the epoch (system clock: a browser's session).
     exp: i64,
     /// Random; CSRF tokens are bound to it.
@@ -169,8 +171,8 @@ pub(super) fn page(
         nav.push_str("</ul>");
     }
     let who = match &viewer.tenant {
-        None => format!("{} (operator)", viewer.subject),
-        Some(own) => format!("{} ({own})", viewer.subject),
+        None => format!("{} (operator)", viewer.who.subject),
+        Some(own) => format!("{} ({own})", viewer.who.subject),
     };
     nav.push_str(&format!(
         "<form class=\"sign-out\" method=\"post\" action=\"/console/sign-out\"><span>{}</span><input type=\"hidden\" name=\"csrf\" value=\"{}\"><button type=\"submit\">Sign out</button></form>",
@@ -306,19 +308,33 @@ pub(super) struct SignIn {
 }
 
 /// `POST /console/sign-in`: the credential for a session cookie.
-pub(super) async fn sign_in(State(state): State<AdminState>, Form(form): Form<SignIn>) -> Response {
+pub(super) async fn sign_in(
+    State(state): State<AdminState>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    headers: HeaderMap,
+    Form(form): Form<SignIn>,
+) -> Response {
     let next = safe_next(form.next.as_deref());
+    // A client past its failed credentials is refused before its next one
+    // is read (`admin::throttle`).
+    let client = state.throttle.client(peer.map(|Extension(ConnectInfo(peer))| peer), &headers);
+    if let Err(left) = state.throttle.check(client) {
+        return throttled_page(sign_in_form(&next, Some(THROTTLED)), left);
+    }
     // A credential pasted with its scheme ("Bearer eyJ…") reads too.
     let token = form.token.trim();
     let token = token.strip_prefix("Bearer ").or_else(|| token.strip_prefix("bearer ")).unwrap_or(token).trim();
     let (credential, until) = match credential_until(&state, token).await {
         Ok(read) => read,
-        Err(_) => return sign_in_form(&next, Some("This credential is not valid.")),
+        Err(_) => {
+            state.throttle.failed(client);
+            return sign_in_form(&next, Some("This credential is not valid."));
+        }
     };
-    let (tenant, subject) = match credential {
+    let (tenant, who) = match credential {
         Credential::Admin(Admin::Operator(who)) => (None, who),
-        Credential::Admin(Admin::TenantAdmin { tenant, subject })
-        | Credential::Scoped { tenant, subject, console: true, .. } => (Some(tenant), subject),
+        Credential::Admin(Admin::TenantAdmin { tenant, who })
+        | Credential::Scoped { tenant, who, console: true, .. } => (Some(tenant), who),
         Credential::Scoped { .. } | Credential::Other(_) => {
             return sign_in_form(
                 &next,
@@ -330,7 +346,7 @@ pub(super) async fn sign_in(State(state): State<AdminState>, Form(form): Form<Si
     };
     let viewer = Viewer {
         tenant,
-        subject,
+        who,
         // Never longer than the credential it was opened with.
         exp: (pilotage_engine::clock::system_now_ms() + SESSION_S * 1000).min(until.unwrap_or(i64::MAX)),
         nonce: hex::encode(rand::random::<[u8; 16]>()),

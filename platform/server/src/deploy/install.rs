@@ -177,6 +177,7 @@ pub(crate) async fn install(
         name: name.clone(),
         language: slot.entry.name.clone(),
         version: 0,
+        issuer: principal.issuer.clone(),
         subject: principal.subject.clone(),
         scopes: serde_json::to_string(&principal.scopes).unwrap_or_else(|_| "[]".into()),
         body: installation.body,

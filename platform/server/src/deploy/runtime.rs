@@ -191,6 +191,7 @@ pub(crate) async fn fire(
         caller: Caller {
             principal: Principal {
                 tenant: row.tenant.clone(),
+                issuer: row.issuer.clone(),
                 subject: row.subject.clone(),
                 scopes: deployment.scopes.clone(),
             },

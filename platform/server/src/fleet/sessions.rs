@@ -53,7 +53,7 @@ impl SharedSessions {
     /// for an unknown session.
     pub(crate) async fn owner(&self, id: &str) -> Option<SessionOwner> {
         match self.store.session_get(id).await {
-            Ok(row) => row.map(|row| SessionOwner { tenant: row.tenant, subject: row.subject }),
+            Ok(row) => row.map(|row| SessionOwner { tenant: row.tenant, issuer: row.issuer, subject: row.subject }),
             Err(error) => {
                 tracing::warn!(session = %id, %error, "cannot read a stored session");
                 None
@@ -132,6 +132,7 @@ impl SessionStore for StoredSessions {
         let row = SessionRow {
             id: session_id.to_owned(),
             tenant: owner.tenant,
+            issuer: owner.issuer,
             subject: owner.subject,
             state: serde_json::to_string(state)?,
             created_at: now,

@@ -140,13 +140,13 @@ pub(crate) async fn session_binding(State(layer): State<SessionBinding>, mut req
     let pending = match layer.bindings.reserve(&caller) {
         Ok(Reserved { reservation, evicted }) => {
             if let Some(evicted) = evicted {
-                tracing::info!(tenant = %caller.tenant, subject = %caller.subject, session = %evicted, "the principal's least recently used idle MCP session was closed to make room for a new one");
+                tracing::info!(tenant = %caller.tenant, issuer = %caller.issuer, subject = %caller.subject, session = %evicted, "the principal's least recently used idle MCP session was closed to make room for a new one");
                 let _ = layer.evictions.send(evicted);
             }
             PendingSession::new(reservation)
         }
         Err(error) => {
-            tracing::info!(tenant = %caller.tenant, subject = %caller.subject, %error, "refused an MCP session");
+            tracing::info!(tenant = %caller.tenant, issuer = %caller.issuer, subject = %caller.subject, %error, "refused an MCP session");
             return ceiling_refusal(&error, id);
         }
     };

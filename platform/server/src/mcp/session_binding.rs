@@ -49,14 +49,26 @@ use crate::tenancy::Principal;
 pub(crate) struct SessionOwner {
     /// The tenant.
     pub tenant: String,
-    /// The subject within the tenant.
+    /// The issuer of the credential.
+    pub issuer: String,
+    /// The subject within the issuer.
     pub subject: String,
 }
 
 impl SessionOwner {
     /// The owner a request of `principal` acts as.
     pub(crate) fn of(principal: &Principal) -> SessionOwner {
-        SessionOwner { tenant: principal.tenant.clone(), subject: principal.subject.clone() }
+        SessionOwner {
+            tenant: principal.tenant.clone(),
+            issuer: principal.issuer.clone(),
+            subject: principal.subject.clone(),
+        }
+    }
+
+    /// The principal within the tenant: issuer and subject (a subject is
+    /// unique only within its issuer).
+    fn principal(&self) -> (String, String) {
+        (self.issuer.clone(), self.subject.clone())
     }
 }
 
@@ -154,7 +166,7 @@ impl SubjectSessions {
 struct TenantSessions {
     /// Places held over all subjects.
     held: usize,
-    subjects: HashMap<String, SubjectSessions>,
+    subjects: HashMap<(String, String), SubjectSessions>,
 }
 
 #[derive(Debug, Default)]
@@ -165,7 +177,7 @@ struct State {
 
 impl State {
     fn use_of(&mut self, owner: &SessionOwner, session_id: &str) -> Option<&mut Use> {
-        self.tenants.get_mut(&owner.tenant)?.subjects.get_mut(&owner.subject)?.sessions.get_mut(session_id)
+        self.tenants.get_mut(&owner.tenant)?.subjects.get_mut(&owner.principal())?.sessions.get_mut(session_id)
     }
 
     /// Ends the binding of `session_id` and gives its place back; its
@@ -173,7 +185,7 @@ impl State {
     fn unbind(&mut self, session_id: &str) -> Option<SessionOwner> {
         let owner = self.owners.remove(session_id)?;
         if let Some(subject) =
-            self.tenants.get_mut(&owner.tenant).and_then(|tenant| tenant.subjects.get_mut(&owner.subject))
+            self.tenants.get_mut(&owner.tenant).and_then(|tenant| tenant.subjects.get_mut(&owner.principal()))
         {
             subject.sessions.remove(session_id);
         }
@@ -184,10 +196,10 @@ impl State {
     fn give_back(&mut self, owner: &SessionOwner) {
         if let Some(tenant) = self.tenants.get_mut(&owner.tenant) {
             tenant.held = tenant.held.saturating_sub(1);
-            if let Some(subject) = tenant.subjects.get_mut(&owner.subject) {
+            if let Some(subject) = tenant.subjects.get_mut(&owner.principal()) {
                 subject.held = subject.held.saturating_sub(1);
                 if subject.held == 0 {
-                    tenant.subjects.remove(&owner.subject);
+                    tenant.subjects.remove(&owner.principal());
                 }
             }
             if tenant.held == 0 {
@@ -225,8 +237,10 @@ impl Reservation {
     pub(crate) fn bind(mut self, session_id: &str) {
         self.armed = false;
         let mut state = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(subject) =
-            state.tenants.get_mut(&self.owner.tenant).and_then(|tenant| tenant.subjects.get_mut(&self.owner.subject))
+        if let Some(subject) = state
+            .tenants
+            .get_mut(&self.owner.tenant)
+            .and_then(|tenant| tenant.subjects.get_mut(&self.owner.principal()))
         {
             subject.sessions.insert(session_id.to_owned(), Use::now());
         }
@@ -310,7 +324,7 @@ impl SessionBindings {
         let ceilings = self.shared.ceilings;
         let mut state = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
         let tenant = state.tenants.entry(owner.tenant.clone()).or_default();
-        let subject = tenant.subjects.get(&owner.subject);
+        let subject = tenant.subjects.get(&owner.principal());
         let subject_held = subject.map_or(0, |subject| subject.held);
         let full = if subject_held >= ceilings.per_principal {
             Some((CeilingScope::Principal, ceilings.per_principal))
@@ -352,7 +366,7 @@ impl SessionBindings {
         }
         let tenant = state.tenants.entry(owner.tenant.clone()).or_default();
         tenant.held += 1;
-        tenant.subjects.entry(owner.subject.clone()).or_default().held += 1;
+        tenant.subjects.entry(owner.principal()).or_default().held += 1;
         Ok(Reserved {
             reservation: Reservation { shared: self.shared.clone(), owner: owner.clone(), armed: true },
             evicted,
@@ -394,7 +408,7 @@ impl SessionBindings {
         }
         let tenant = state.tenants.entry(owner.tenant.clone()).or_default();
         tenant.held += 1;
-        let subject = tenant.subjects.entry(owner.subject.clone()).or_default();
+        let subject = tenant.subjects.entry(owner.principal()).or_default();
         subject.held += 1;
         subject.sessions.insert(session_id.to_owned(), Use::now());
         state.owners.insert(session_id.to_owned(), owner.clone());
@@ -410,7 +424,7 @@ impl SessionBindings {
     #[cfg(test)]
     pub(crate) fn held_by(&self, owner: &SessionOwner) -> usize {
         let state = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
-        state.tenants.get(&owner.tenant).and_then(|t| t.subjects.get(&owner.subject)).map_or(0, |s| s.held)
+        state.tenants.get(&owner.tenant).and_then(|t| t.subjects.get(&owner.principal())).map_or(0, |s| s.held)
     }
 
     /// Places `tenant` holds now.
@@ -426,7 +440,7 @@ mod tests {
     use super::*;
 
     fn owner(tenant: &str, subject: &str) -> SessionOwner {
-        SessionOwner { tenant: tenant.into(), subject: subject.into() }
+        SessionOwner { tenant: tenant.into(), issuer: "https://issuer.example".into(), subject: subject.into() }
     }
 
     fn bindings(per_principal: usize, per_tenant: usize) -> SessionBindings {

@@ -92,6 +92,7 @@ pub(super) async fn start(
     let row = TaskRow {
         task_id: new_task_id(form_2025),
         tenant: context.caller.principal.tenant.clone(),
+        issuer: context.caller.principal.issuer.clone(),
         subject: context.caller.principal.subject.clone(),
         tool,
         status: "working".into(),
@@ -209,15 +210,12 @@ pub(super) async fn current(context: &Context, task_id: &str) -> Result<TaskRow,
     let store = context.platform.store();
     let principal = &context.caller.principal;
     let now = context.platform.clock().now_ms();
-    let row = store
-        .task_get(&principal.tenant, &principal.subject, task_id, now)
-        .await
-        .map_err(|error| storage(&error))?
-        .ok_or_else(unknown)?;
+    let row =
+        store.task_get(principal.owner(), task_id, now).await.map_err(|error| storage(&error))?.ok_or_else(unknown)?;
     if row.status == "working" && row.heartbeat_at < now - LOST_AFTER_MS {
         store.task_lose(&principal.tenant, task_id, now - LOST_AFTER_MS, LOST, now).await.map_err(|e| storage(&e))?;
         return store
-            .task_get(&principal.tenant, &principal.subject, task_id, now)
+            .task_get(principal.owner(), task_id, now)
             .await
             .map_err(|error| storage(&error))?
             .ok_or_else(unknown);
@@ -267,7 +265,7 @@ pub(super) async fn cancel(context: &Context, task_id: &str) -> Result<(), McpEr
     context
         .platform
         .store()
-        .task_request_cancel(&principal.tenant, &principal.subject, task_id, now)
+        .task_request_cancel(principal.owner(), task_id, now)
         .await
         .map_err(|error| storage(&error))?;
     context.platform.task_cancel_here(task_id);

@@ -173,7 +173,7 @@ async fn list(context: &Context, cursor: Option<&Value>) -> Result<Value, McpErr
     let rows = context
         .platform
         .store()
-        .tasks_of(&principal.tenant, &principal.subject, now, before.as_ref().map(|(c, id)| (*c, id.as_str())), PAGE)
+        .tasks_of(principal.owner(), now, before.as_ref().map(|(c, id)| (*c, id.as_str())), PAGE)
         .await
         .map_err(|error| storage(&error))?;
     let mut answer = Map::new();

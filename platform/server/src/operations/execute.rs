@@ -321,12 +321,8 @@ pub(crate) async fn execute_with(
                 &args.context.as_ref().map(canonical_json).unwrap_or_default(),
             ]);
             let principal = &context.caller.principal;
-            let held = context
-                .platform
-                .store()
-                .idempotency_get(&principal.tenant, &principal.subject, key)
-                .await
-                .map_err(|e| internal(&e))?;
+            let held =
+                context.platform.store().idempotency_get(principal.owner(), key).await.map_err(|e| internal(&e))?;
             if let Some(held) = held {
                 if held.runnable_hash != runnable_hash || held.input_hash != input_hash {
                     return Err(conflict(key));
@@ -450,8 +446,7 @@ pub(crate) async fn execute_with(
             .platform
             .store()
             .idempotency_claim(&NewClaim {
-                tenant: &principal.tenant,
-                subject: &principal.subject,
+                principal: principal.owner(),
                 key,
                 runnable_hash,
                 input_hash,
@@ -472,15 +467,14 @@ pub(crate) async fn execute_with(
             }
             // Renewed while this request is served; a killed process stops
             // renewing, and a retry then records the Run as interrupted.
-            Claim::Claimed => lease = Some(leases.hold(&principal.tenant, &principal.subject, key, &run_id)),
+            Claim::Claimed => lease = Some(leases.hold(principal.owner(), key, &run_id)),
         }
     }
     // Frees the claim of a request refused before it runs, so the same key
     // can be retried (once approved, once the budget or quota allows).
     let unclaim = async || {
         if let Some((key, _, _)) = &idempotency {
-            let _ =
-                context.platform.store().idempotency_release(&principal.tenant, &principal.subject, key, &run_id).await;
+            let _ = context.platform.store().idempotency_release(principal.owner(), key, &run_id).await;
         }
     };
 
@@ -494,6 +488,7 @@ pub(crate) async fn execute_with(
     };
     let asked = Asked {
         tenant: &context.caller.principal.tenant,
+        issuer: &context.caller.principal.issuer,
         subject: &context.caller.principal.subject,
         language: &language,
         program: match &runnable {
@@ -623,11 +618,7 @@ pub(crate) async fn execute_with(
         Err(error) => {
             budget.give_back(&context.platform).await;
             if let Some((key, _, _)) = &idempotency {
-                let _ = context
-                    .platform
-                    .store()
-                    .idempotency_release(&principal.tenant, &principal.subject, key, &run_id)
-                    .await;
+                let _ = context.platform.store().idempotency_release(principal.owner(), key, &run_id).await;
             }
             return Err(error);
         }
@@ -642,7 +633,7 @@ pub(crate) async fn execute_with(
     if let Some((key, _, _)) = &idempotency
         && response.outcome.status == VALIDATION_ERROR
     {
-        let _ = context.platform.store().idempotency_release(&principal.tenant, &principal.subject, key, &run_id).await;
+        let _ = context.platform.store().idempotency_release(principal.owner(), key, &run_id).await;
     }
     Ok(serde_json::to_value(&response).unwrap_or(Value::Null))
 }
@@ -684,12 +675,7 @@ async fn replay(context: &Context, key: &str, level: TraceLevel) -> Result<Value
         + Duration::from_secs(10);
     let started = std::time::Instant::now();
     loop {
-        let held = context
-            .platform
-            .store()
-            .idempotency_get(&principal.tenant, &principal.subject, key)
-            .await
-            .map_err(|e| internal(&e))?;
+        let held = context.platform.store().idempotency_get(principal.owner(), key).await.map_err(|e| internal(&e))?;
         let now = context.platform.clock().now_ms();
         match held {
             Some(HeldClaim { response: Some(response), .. }) => {
@@ -702,8 +688,7 @@ async fn replay(context: &Context, key: &str, level: TraceLevel) -> Result<Value
                     .platform
                     .store()
                     .idempotency_take_over(
-                        &principal.tenant,
-                        &principal.subject,
+                        principal.owner(),
                         key,
                         held.run_id.as_deref(),
                         context.platform.leases().instance_id(),
@@ -1000,6 +985,7 @@ async fn run(context: &Context, request: RunRequest) -> Result<ExecuteResponse, 
         let row = RunRow {
             run_id: run_id.to_owned(),
             tenant: context.caller.principal.tenant.clone(),
+            issuer: context.caller.principal.issuer.clone(),
             subject: context.caller.principal.subject.clone(),
             language: slot.entry.name.clone(),
             session_id,
@@ -1043,14 +1029,11 @@ async fn fence(
     let principal = &context.caller.principal;
     let store = context.platform.store();
     let text = serde_json::to_string(response).map_err(|e| internal(&e))?;
-    let recorded = store
-        .idempotency_complete(&principal.tenant, &principal.subject, key, run_id, &text)
-        .await
-        .map_err(|e| internal(&e))?;
+    let recorded = store.idempotency_complete(principal.owner(), key, run_id, &text).await.map_err(|e| internal(&e))?;
     if recorded {
         return Ok(None);
     }
-    let held = store.idempotency_get(&principal.tenant, &principal.subject, key).await.map_err(|e| internal(&e))?;
+    let held = store.idempotency_get(principal.owner(), key).await.map_err(|e| internal(&e))?;
     let theirs = held
         .and_then(|held| held.response)
         .and_then(|text| serde_json::from_str::<ExecuteResponse>(&text).ok())

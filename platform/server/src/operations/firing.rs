@@ -125,6 +125,7 @@ pub(crate) async fn fire(
     let row = RunRow {
         run_id: run_id.to_owned(),
         tenant: principal.tenant.clone(),
+        issuer: principal.issuer.clone(),
         subject: principal.subject.clone(),
         language,
         session_id: None,

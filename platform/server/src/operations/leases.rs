@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
-use pilotage_store::Store;
+use pilotage_store::{Owner, Store};
 
 /// The leases of idempotency claims (`[idempotency]` in the settings
 /// file).
@@ -62,6 +62,7 @@ impl IdempotencySettings {
 #[derive(Clone, Debug)]
 struct LiveClaim {
     tenant: String,
+    issuer: String,
     subject: String,
     key: String,
     run_id: String,
@@ -117,12 +118,14 @@ impl Leases {
         now_ms.saturating_add(i64::try_from(self.settings.lease_ms).unwrap_or(i64::MAX))
     }
 
-    /// Renews the claim of `run_id` on `key` until the guard drops.
-    pub fn hold(self: &Arc<Self>, tenant: &str, subject: &str, key: &str, run_id: &str) -> LeaseGuard {
+    /// Renews the claim of `run_id` on `owner`'s `key` until the guard
+    /// drops.
+    pub fn hold(self: &Arc<Self>, owner: Owner<'_>, key: &str, run_id: &str) -> LeaseGuard {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let claim = LiveClaim {
-            tenant: tenant.to_owned(),
-            subject: subject.to_owned(),
+            tenant: owner.tenant.to_owned(),
+            issuer: owner.issuer.to_owned(),
+            subject: owner.subject.to_owned(),
             key: key.to_owned(),
             run_id: run_id.to_owned(),
         };
@@ -144,10 +147,8 @@ impl Leases {
         let until = self.lease_until(now_ms);
         let mut renewed = 0;
         for claim in claims {
-            match store
-                .idempotency_renew(&claim.tenant, &claim.subject, &claim.key, &claim.run_id, &self.instance_id, until)
-                .await
-            {
+            let owner = Owner { tenant: &claim.tenant, issuer: &claim.issuer, subject: &claim.subject };
+            match store.idempotency_renew(owner, &claim.key, &claim.run_id, &self.instance_id, until).await {
                 Ok(true) => renewed += 1,
                 Ok(false) => tracing::debug!(run_id = %claim.run_id, "idempotency claim no longer this Run's"),
                 Err(error) => tracing::warn!(%error, run_id = %claim.run_id, "idempotency lease renewal failed"),
@@ -174,8 +175,8 @@ mod tests {
     fn a_dropped_guard_stops_the_renewals() {
         let leases = Leases::new(IdempotencySettings::default());
         assert!(leases.instance_id().starts_with("inst_") && leases.instance_id().len() == 21);
-        let first = leases.hold("t", "s", "k1", "run_1");
-        let second = leases.hold("t", "s", "k2", "run_2");
+        let first = leases.hold(Owner { tenant: "t", issuer: "i", subject: "s" }, "k1", "run_1");
+        let second = leases.hold(Owner { tenant: "t", issuer: "i", subject: "s" }, "k2", "run_2");
         assert_eq!(leases.live_count(), 2);
         drop(first);
         assert_eq!(leases.live_count(), 1);

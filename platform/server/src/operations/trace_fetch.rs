@@ -75,6 +75,7 @@ pub(crate) async fn trace(context: &Context, slot: &LanguageSlot, raw: &Value) -
     let principal = &context.caller.principal;
     let Some(row) = row.filter(|row| {
         row.tenant == principal.tenant
+            && row.issuer == principal.issuer
             && row.subject == principal.subject
             && row.language == slot.entry.name
             && row.expires_at.is_none_or(|expires| expires > context.platform.clock().now_ms())

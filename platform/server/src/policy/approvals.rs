@@ -16,14 +16,16 @@ use serde_json::{Value, json};
 use sha2::Digest;
 
 use super::{Policy, RunKind};
-use crate::tenancy::Platform;
+use crate::tenancy::{Identity, Platform};
 
 /// What an approver decides on: one held execute.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Asked<'a> {
     /// The tenant.
     pub tenant: &'a str,
-    /// Who asks.
+    /// The issuer of the asker's credential.
+    pub issuer: &'a str,
+    /// Who asks (a subject of `issuer`).
     pub subject: &'a str,
     /// The Language.
     pub language: &'a str,
@@ -55,6 +57,7 @@ impl Asked<'_> {
         let mut hash = sha2::Sha256::new();
         for part in [
             self.tenant,
+            self.issuer,
             self.subject,
             self.language,
             &canonical(self.program),
@@ -74,6 +77,7 @@ impl Asked<'_> {
     fn shown(&self, policy: &Policy) -> Value {
         json!({
             "language": self.language,
+            "issuer": self.issuer,
             "subject": self.subject,
             "run": self.kind.as_str(),
             "program": self.program,
@@ -134,7 +138,7 @@ pub(crate) async fn admit(
         if store.approval_use(asked.tenant, &row.id, run_id, now).await? {
             audit(
                 platform,
-                &format!("{}@{}", asked.subject, asked.tenant),
+                &asked.actor(),
                 "approval.use",
                 &format!("{}/{}", asked.tenant, row.id),
                 json!({"run_id": run_id}),
@@ -157,6 +161,7 @@ pub(crate) async fn admit(
     let row = ApprovalRow {
         id: format!("apr_{}", hex::encode(rand::random::<[u8; 16]>())),
         tenant: asked.tenant.to_owned(),
+        issuer: asked.issuer.to_owned(),
         subject: asked.subject.to_owned(),
         language: asked.language.to_owned(),
         binding,
@@ -172,7 +177,7 @@ pub(crate) async fn admit(
     store.approval_insert(&row).await?;
     audit(
         platform,
-        &format!("{}@{}", asked.subject, asked.tenant),
+        &asked.actor(),
         "approval.request",
         &format!("{}/{}", asked.tenant, row.id),
         json!({
@@ -199,8 +204,8 @@ pub(crate) enum DecideError {
     /// Occurs when no approval of the approver's tenants has this id.
     #[error("no such approval")]
     NotFound,
-    /// Occurs when the approver is the subject who asked (an agent cannot
-    /// approve its own request).
+    /// Occurs when the approver is the principal who asked (an agent
+    /// cannot approve its own request).
     #[error("the subject who asked cannot decide its own request")]
     OwnRequest,
     /// Occurs when the approval is already decided, used or expired.
@@ -239,7 +244,7 @@ pub(crate) async fn decide(
     let now = platform.clock().now_ms();
     let state = if approve { "approved" } else { "rejected" };
     let decided = store
-        .approval_decide(tenant, id, &StoreDecision { state, by: &approver.actor(), from: address, now_ms: now })
+        .approval_decide(tenant, id, &StoreDecision { state, by: &approver.decided_by(), from: address, now_ms: now })
         .await?;
     if !decided {
         let row = store.approval(tenant, id).await?.ok_or(DecideError::NotFound)?;
@@ -254,6 +259,7 @@ pub(crate) async fn decide(
             "tenant": tenant,
             "binding": row.binding,
             "asked_by": row.subject,
+            "asked_by_issuer": row.issuer,
             "from": address,
         }),
     )
@@ -262,37 +268,45 @@ pub(crate) async fn decide(
     Ok(store.approval(tenant, id).await?.unwrap_or(row))
 }
 
-/// How the audit log and approvals name the holder of the operator token
-/// (`admin_token`), which names no subject of its own.
-pub(crate) const OPERATOR_TOKEN_ACTOR: &str = "operator";
-
 /// Who decides an approval.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Approver {
     /// The approver's tenant (`None`: an operator, for every tenant).
     pub tenant: Option<String>,
     /// Who.
-    pub subject: String,
+    pub who: Identity,
 }
 
 impl Approver {
-    /// How the audit log names the approver.
-    pub(crate) fn actor(&self) -> String {
-        match &self.tenant {
-            Some(tenant) => format!("{}@{tenant}", self.subject),
-            None => self.subject.clone(),
+    /// How the audit log names the approver (`actor`; the record also
+    /// names the credential's kind and issuer).
+    pub(crate) fn actor(&self) -> Actor {
+        let name = match &self.tenant {
+            Some(tenant) => format!("{}@{tenant}", self.who.subject),
+            None => self.who.subject.clone(),
+        };
+        Actor { name, who: self.who.clone() }
+    }
+
+    /// How an approval's `decided_by` names the approver: the actor, and
+    /// the issuer when it has one, so two issuers' "alice" stay apart.
+    pub(crate) fn decided_by(&self) -> String {
+        let name = self.actor().name;
+        if self.who.issuer.is_empty() || self.who.issuer == crate::tenancy::DEV_ISSUER {
+            name
+        } else {
+            format!("{name} ({})", self.who.issuer)
         }
     }
 
-    /// Whether the approver may be the subject who asked for `row`: the
-    /// same subject of the same tenant, or an operator of the same subject
-    /// (an operator's token and an agent's come from the same identity
-    /// provider, where one subject is one person). The operator token is
-    /// named [`OPERATOR_TOKEN_ACTOR`], which a token's subject can also be:
-    /// a request asked by a subject of that name is decided by someone
-    /// else, never waved through for either.
+    /// Whether the approver is the principal who asked for `row`: the same
+    /// subject of the same issuer, of the same tenant or as an operator (an
+    /// operator's token and an agent's from one identity provider name one
+    /// person by one subject). A subject of another issuer is someone else
+    /// (OpenID Connect Core §2); the operator token names nobody who could
+    /// have asked, whatever a token's subject is called.
     pub(crate) fn asked(&self, row: &ApprovalRow) -> bool {
-        self.subject == row.subject && self.tenant.as_ref().is_none_or(|tenant| *tenant == row.tenant)
+        self.who.is(&row.issuer, &row.subject) && self.tenant.as_ref().is_none_or(|tenant| *tenant == row.tenant)
     }
 
     /// Whether the approver may decide for `tenant`.
@@ -301,18 +315,38 @@ impl Approver {
     }
 }
 
+/// Who acted, as a policy event's audit record names it: a name for
+/// people (`subject@tenant`) and the credential behind it.
+#[derive(Clone, Debug)]
+pub(crate) struct Actor {
+    /// The record's `actor`.
+    pub name: String,
+    /// The credential: its kind, issuer and subject.
+    pub who: Identity,
+}
+
+impl Asked<'_> {
+    /// The asker, as the audit log names it.
+    pub(crate) fn actor(&self) -> Actor {
+        Actor { name: format!("{}@{}", self.subject, self.tenant), who: Identity::of_token(self.issuer, self.subject) }
+    }
+}
+
 /// Appends an audit record of a policy event and logs it as one
 /// `pilotage::audit` event (a JSON line with the JSON log format, for a
 /// SIEM); a store failure is logged, never fails the caller's request.
-pub(crate) async fn audit(platform: &Platform, actor: &str, action: &str, target: &str, detail: Value) {
+pub(crate) async fn audit(platform: &Platform, actor: &Actor, action: &str, target: &str, detail: Value) {
     let row = AuditRow {
         at: platform.clock().now_ms(),
-        actor: actor.to_owned(),
+        actor: actor.name.clone(),
+        credential: actor.who.credential.as_str().to_owned(),
+        issuer: actor.who.issuer.clone(),
         action: action.to_owned(),
         target: target.to_owned(),
         detail: detail.to_string(),
     };
-    tracing::info!(target: "pilotage::audit", actor, action, target, detail = %row.detail, "policy");
+    tracing::info!(target: "pilotage::audit", actor = %row.actor, credential = %row.credential, issuer = %row.issuer,
+        action, target, detail = %row.detail, "policy");
     if let Err(error) = platform.store().audit(&row).await {
         tracing::error!(%error, "cannot write the audit log");
     }

@@ -8,6 +8,7 @@
 
 use pilotage_store::StoreError;
 
+use super::approvals::Asked;
 use super::{BudgetHolder, Policy, Request};
 use crate::tenancy::Platform;
 
@@ -57,8 +58,8 @@ impl Taken {
     }
 }
 
-/// Takes one unit of every budget `request` counts against, for `subject`
-/// of `tenant`: `Ok(Ok(taken))`, or `Ok(Err(spent))` when one is spent
+/// Takes one unit of every budget `request` counts against, for the
+/// principal who `asked`: `Ok(Ok(taken))`, or `Ok(Err(spent))` when one is spent
 /// (nothing is taken then).
 ///
 /// # Errors
@@ -66,10 +67,10 @@ impl Taken {
 pub(crate) async fn take(
     platform: &Platform,
     policy: &Policy,
-    tenant: &str,
-    subject: &str,
+    asked: &Asked<'_>,
     request: &Request<'_>,
 ) -> Result<Result<Taken, Spent>, StoreError> {
+    let tenant = asked.tenant;
     let store = platform.store();
     let now = platform.clock().now_ms();
     let taken = Taken { tenant: tenant.to_owned(), units: Default::default() };
@@ -79,7 +80,9 @@ pub(crate) async fn take(
         let window_ms = (budget.window_s.max(1) * 1000) as i64;
         let window_start = now - now.rem_euclid(window_ms);
         let holder = match budget.per {
-            BudgetHolder::Principal => subject.to_owned(),
+            // Issuer and subject, unambiguous for any text in either: two
+            // issuers' "alice" spend apart.
+            BudgetHolder::Principal => serde_json::json!([asked.issuer, asked.subject]).to_string(),
             BudgetHolder::Tenant => "*".to_owned(),
         };
         // The budget's identity includes what it counts, so a changed

@@ -58,7 +58,7 @@ pub(crate) async fn pass(
     if decision == Decision::Deny {
         approvals::audit(
             platform,
-            &format!("{}@{}", asked.subject, asked.tenant),
+            &asked.actor(),
             "policy.deny",
             &format!("{}/{run_id}", asked.tenant),
             serde_json::json!({"language": asked.language, "run": asked.kind.as_str(), "rule": rule,
@@ -76,7 +76,7 @@ pub(crate) async fn pass(
             approval: None,
         });
     }
-    let taken = match budgets::take(platform, &policy, asked.tenant, asked.subject, &request).await? {
+    let taken = match budgets::take(platform, &policy, asked, &request).await? {
         Ok(taken) => taken,
         Err(spent) => {
             return Ok(Gate::Refuse {

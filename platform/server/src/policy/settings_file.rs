@@ -42,7 +42,7 @@ pub(crate) async fn from_settings(platform: &crate::tenancy::Platform, policies:
         .await;
         approvals::audit(
             platform,
-            "settings",
+            &approvals::Actor { name: "settings".into(), who: crate::tenancy::Identity::settings_file() },
             "tenant.policy",
             tenant,
             serde_json::json!({"from_version": from, "version": policy.version(), "policy": policy}),

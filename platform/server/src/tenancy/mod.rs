@@ -12,6 +12,6 @@ pub mod validation_cache;
 
 pub use in_flight::{InFlight, InFlightGuard};
 pub use platform::{NoListeners, Platform, PlatformParts, SecretValueError, ToolListeners};
-pub use principal::Principal;
+pub use principal::{CredentialKind, DEV_ISSUER, Identity, Principal};
 pub use tenant::{LanguageSlot, QuotaExceeded, Quotas, RunSlot, Tenant};
 pub use validation_cache::ValidationCache;

@@ -210,6 +210,34 @@ async fn a_new_language_is_announced_to_resource_subscribers() {
     assert!(!before.contains("cap_new") && after.contains("cap_new"));
     assert_eq!(index_updates(&recorder.0.lock().unwrap()), index_before, "the guide index did not change");
 
+    // A change to an entry the subscriber cannot see changes nothing it
+    // reads (its catalog_version included), so it is not announced to it
+    // (issue 46 item 11); the next change it can see is.
+    let catalog_updates = |heard: &[String]| heard.iter().filter(|n| **n == format!("updated {catalog}")).count();
+    let hidden = json!({"id": "cap_hidden", "kind": "capability", "name": "cap_hidden", "description": "finance only",
+        "input_schema": {"type": "object"}, "risk": "safe", "visibility": ["finance"],
+        "risk_hints": {"readOnly": true, "destructive": false, "openWorld": false}});
+    let (status, body) =
+        crate::tenancy::admin(&server, reqwest::Method::PUT, "/tenants/acme/catalog/entries/cap_hidden", Some(hidden))
+            .await;
+    assert_eq!(status, 201, "{body}");
+    // Three turns of the one-second catalog watch.
+    tokio::time::sleep(std::time::Duration::from_millis(3_000)).await;
+    let heard = recorder.0.lock().unwrap().clone();
+    assert_eq!(catalog_updates(&heard), 1, "{heard:?}");
+    assert_eq!(read(&client, catalog).await.unwrap(), after, "the subscriber's catalog did not change");
+    let (status, _) =
+        crate::tenancy::admin(&server, reqwest::Method::DELETE, "/tenants/acme/catalog/entries/cap_new", None).await;
+    assert!(status < 300, "{status}");
+    for _ in 0..100 {
+        if catalog_updates(&recorder.0.lock().unwrap()) >= 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let heard = recorder.0.lock().unwrap().clone();
+    assert_eq!(catalog_updates(&heard), 2, "{heard:?}");
+
     // Resource requests count against the tenant's requests_per_second as
     // tool calls do; past it, -32000 carries the bounds_exceeded request error.
     let quotas = json!({"quotas": {"max_concurrent_runs": 16, "requests_per_second": 1, "max_stored_run_bytes": 1_000_000,

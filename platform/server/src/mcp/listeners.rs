@@ -4,7 +4,11 @@
 //! A change of the tenant's Languages changes its resources too (Part III
 //! §8.3): each hears `resources/list_changed`, and `resources/updated` for
 //! every resource it subscribed to; a change of its catalog, `updated`
-//! for its subscribed catalog resources ([`watch_catalogs`]).
+//! for its subscribed catalog resources ([`watch_catalogs`]) whose
+//! content changed for that subscriber: each catalog resource is told
+//! `updated` only when the `catalog_version` its subscriber sees moved, so
+//! a change to an entry the subscriber cannot see is not announced to it
+//! (Part II §10.3: an invisible entry is the same as a missing one).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,11 +21,42 @@ use rmcp::{Peer, RoleServer};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::tenancy::{Platform, ToolListeners};
+use pilotage_protocol::resources::ResourceRef;
 
-/// One open `subscriptions/listen`: its tenant, its sink, and the
+use crate::tenancy::{Platform, Tenant, ToolListeners};
+
+/// Who a session or subscription listens for: its tenant and the scopes
+/// of its principal (what the catalog shows it).
+#[derive(Clone, Debug)]
+pub struct Audience {
+    /// The tenant.
+    pub tenant: String,
+    /// The principal's scopes.
+    pub scopes: BTreeSet<String>,
+}
+
+/// One open `subscriptions/listen`: who listens, its sink, and the
 /// resource URIs it accepted.
-type Listening = (String, SubscriptionSink, Vec<String>);
+type Listening = (Audience, SubscriptionSink, Vec<String>);
+
+/// A session or an open `subscriptions/listen`, as the catalog versions
+/// told to it are kept.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum TargetKey {
+    Session(String),
+    Listen(u64),
+}
+
+/// The `catalog_version` `scopes` see of the catalog resource `uri` of
+/// `tenant` (`None` for a URI that is no catalog resource).
+pub(crate) fn catalog_version(tenant: &Tenant, scopes: &BTreeSet<String>, uri: &str) -> Option<String> {
+    match ResourceRef::parse(uri)? {
+        ResourceRef::Catalog { language, .. } => {
+            Some(tenant.with_catalog(|catalog| catalog.snapshot(scopes, &language)).catalog_version().to_owned())
+        }
+        _ => None,
+    }
+}
 
 /// Resources one session (or one `subscriptions/listen`) may follow at
 /// once. With [`MAX_URI_BYTES`] per URI, a session holds at most 64 KiB of
@@ -41,39 +76,50 @@ pub struct SubscriptionsFull;
 /// `notifications/tools/list_changed` (Part III §4.7).
 #[derive(Debug, Default)]
 pub struct Listeners {
-    /// Session id → (tenant, peer): clients with a session (up to
+    /// Session id → (audience, peer): clients with a session (up to
     /// 2025-11-25) receive notifications on the session's stream.
-    peers: Mutex<BTreeMap<String, (String, Peer<RoleServer>)>>,
+    peers: Mutex<BTreeMap<String, (Audience, Peer<RoleServer>)>>,
     /// Listener number → its subscription: 2026-07-28 clients, which have
     /// no session.
     listeners: Mutex<BTreeMap<u64, Listening>>,
     next_listener: AtomicU64,
     /// Session id → the resource URIs it subscribed to.
     subscribed: Mutex<BTreeMap<String, BTreeSet<String>>>,
+    /// The `catalog_version` each session or subscription last saw of each
+    /// catalog resource it follows (when it subscribed, or the last
+    /// `updated` it was told).
+    told: Mutex<BTreeMap<(TargetKey, String), String>>,
 }
 
 impl Listeners {
-    /// Remembers a session's peer and tenant.
-    pub fn add(&self, session_id: String, tenant: String, peer: Peer<RoleServer>) {
-        self.peers.lock().unwrap_or_else(|p| p.into_inner()).insert(session_id, (tenant, peer));
+    /// Remembers a session's peer and who it listens for.
+    pub fn add(&self, session_id: String, audience: Audience, peer: Peer<RoleServer>) {
+        self.peers.lock().unwrap_or_else(|p| p.into_inner()).insert(session_id, (audience, peer));
     }
 
     /// Forgets a session and its resource subscriptions.
     pub fn remove(&self, session_id: &str) {
         self.peers.lock().unwrap_or_else(|p| p.into_inner()).remove(session_id);
         self.subscribed.lock().unwrap_or_else(|p| p.into_inner()).remove(session_id);
+        self.forget(&TargetKey::Session(session_id.to_owned()));
     }
 
-    /// Subscribes a session to a resource's updates (again: nothing new).
+    /// Subscribes a session to a resource's updates (again: nothing new);
+    /// `version` is the `catalog_version` the subscriber sees of it now,
+    /// for a catalog resource.
     ///
     /// # Errors
     /// [`SubscriptionsFull`] when the session already holds
     /// [`MAX_SUBSCRIPTIONS`] others.
-    pub fn subscribe(&self, session_id: &str, uri: String) -> Result<(), SubscriptionsFull> {
+    pub fn subscribe(&self, session_id: &str, uri: String, version: Option<String>) -> Result<(), SubscriptionsFull> {
         let mut subscribed = self.subscribed.lock().unwrap_or_else(|p| p.into_inner());
         let uris = subscribed.entry(session_id.to_owned()).or_default();
         if uris.len() >= MAX_SUBSCRIPTIONS && !uris.contains(&uri) {
             return Err(SubscriptionsFull);
+        }
+        if let Some(version) = version {
+            let key = (TargetKey::Session(session_id.to_owned()), uri.clone());
+            self.told.lock().unwrap_or_else(|p| p.into_inner()).entry(key).or_insert(version);
         }
         uris.insert(uri);
         Ok(())
@@ -84,15 +130,31 @@ impl Listeners {
         if let Some(uris) = self.subscribed.lock().unwrap_or_else(|p| p.into_inner()).get_mut(session_id) {
             uris.remove(uri);
         }
+        let key = (TargetKey::Session(session_id.to_owned()), uri.to_owned());
+        self.told.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
     }
 
-    /// Registers an open `subscriptions/listen` of `tenant` with the
-    /// resource URIs it accepted; returns the number to
-    /// [`Listeners::unlisten`] it with.
-    pub fn listen(&self, tenant: String, sink: SubscriptionSink, uris: Vec<String>) -> u64 {
+    /// Registers an open `subscriptions/listen` with the resource URIs it
+    /// accepted, each with the `catalog_version` it sees now when it is a
+    /// catalog resource; returns the number to [`Listeners::unlisten`] it
+    /// with.
+    pub fn listen(&self, audience: Audience, sink: SubscriptionSink, uris: Vec<(String, Option<String>)>) -> u64 {
         let number = self.next_listener.fetch_add(1, Ordering::Relaxed);
-        self.listeners.lock().unwrap_or_else(|p| p.into_inner()).insert(number, (tenant, sink, uris));
+        let mut told = self.told.lock().unwrap_or_else(|p| p.into_inner());
+        for (uri, version) in &uris {
+            if let Some(version) = version {
+                told.insert((TargetKey::Listen(number), uri.clone()), version.clone());
+            }
+        }
+        drop(told);
+        let uris = uris.into_iter().map(|(uri, _)| uri).collect();
+        self.listeners.lock().unwrap_or_else(|p| p.into_inner()).insert(number, (audience, sink, uris));
         number
+    }
+
+    /// Forgets the catalog versions told to `target`.
+    fn forget(&self, target: &TargetKey) {
+        self.told.lock().unwrap_or_else(|p| p.into_inner()).retain(|(key, _), _| key != target);
     }
 
     /// How many sessions and how many session-less subscriptions are open
@@ -106,27 +168,35 @@ impl Listeners {
     /// Forgets a subscription that ended.
     pub fn unlisten(&self, number: u64) {
         self.listeners.lock().unwrap_or_else(|p| p.into_inner()).remove(&number);
+        self.forget(&TargetKey::Listen(number));
     }
 
-    /// Every subscription and session of `tenant`, each with its subscribed
-    /// resource URIs that `wanted` picks.
-    fn targets(&self, tenant: &str, wanted: impl Fn(&str) -> bool) -> Vec<(Target, Vec<String>)> {
-        let mut targets: Vec<(Target, Vec<String>)> = self
+    /// Every subscription and session of `tenant`, each with who listens
+    /// and its subscribed resource URIs that `wanted` picks.
+    fn targets(&self, tenant: &str, wanted: impl Fn(&str) -> bool) -> Vec<Targeted> {
+        let mut targets: Vec<Targeted> = self
             .listeners
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .filter(|(owner, _, _)| owner == tenant)
-            .map(|(_, sink, uris)| {
-                (Target::Listen(sink.clone()), uris.iter().filter(|uri| wanted(uri)).cloned().collect())
+            .iter()
+            .filter(|(_, (audience, _, _))| audience.tenant == tenant)
+            .map(|(number, (audience, sink, uris))| Targeted {
+                key: TargetKey::Listen(*number),
+                target: Target::Listen(sink.clone()),
+                scopes: audience.scopes.clone(),
+                uris: uris.iter().filter(|uri| wanted(uri)).cloned().collect(),
             })
             .collect();
         let peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
         let subscribed = self.subscribed.lock().unwrap_or_else(|p| p.into_inner());
-        targets.extend(peers.iter().filter(|(_, (owner, _))| owner == tenant).map(|(session, (_, peer))| {
-            let uris = subscribed.get(session).into_iter().flatten().filter(|uri| wanted(uri)).cloned();
-            (Target::Session(peer.clone()), uris.collect())
-        }));
+        targets.extend(peers.iter().filter(|(_, (audience, _))| audience.tenant == tenant).map(
+            |(session, (audience, peer))| Targeted {
+                key: TargetKey::Session(session.clone()),
+                target: Target::Session(peer.clone()),
+                scopes: audience.scopes.clone(),
+                uris: subscribed.get(session).into_iter().flatten().filter(|uri| wanted(uri)).cloned().collect(),
+            },
+        ));
         targets
     }
 
@@ -134,19 +204,39 @@ impl Listeners {
     /// list and resource list changed, and that each resource it
     /// subscribed to was updated.
     async fn notify_tools_changed(&self, tenant: &str) {
-        for (target, uris) in self.targets(tenant, |_| true) {
-            target.list_changed().await;
-            target.updated(uris).await;
+        for targeted in self.targets(tenant, |_| true) {
+            targeted.target.list_changed().await;
+            targeted.target.updated(targeted.uris).await;
         }
     }
 
-    /// Sends `resources/updated` for every subscribed URI of `tenant` that
-    /// `wanted` picks, to sessions and subscriptions alike.
-    async fn notify_updated(&self, tenant: &str, wanted: impl Fn(&str) -> bool) {
-        for (target, uris) in self.targets(tenant, wanted) {
-            target.updated(uris).await;
+    /// Sends `resources/updated` for each subscribed catalog resource of
+    /// `tenant` whose `catalog_version`, as its subscriber sees it, moved
+    /// since the subscriber last saw it, to sessions and subscriptions
+    /// alike.
+    async fn notify_catalogs(&self, tenant: &Tenant) {
+        for targeted in self.targets(&tenant.id, |uri| uri.starts_with("pilotage://catalog/")) {
+            let mut moved = Vec::new();
+            for uri in targeted.uris {
+                let Some(version) = catalog_version(tenant, &targeted.scopes, &uri) else { continue };
+                let key = (targeted.key.clone(), uri.clone());
+                let mut told = self.told.lock().unwrap_or_else(|p| p.into_inner());
+                if told.get(&key) != Some(&version) {
+                    told.insert(key, version);
+                    moved.push(uri);
+                }
+            }
+            targeted.target.updated(moved).await;
         }
     }
+}
+
+/// One session or subscription a notification may go to.
+struct Targeted {
+    key: TargetKey,
+    target: Target,
+    scopes: BTreeSet<String>,
+    uris: Vec<String>,
 }
 
 /// Where a notification goes: a session's peer (up to 2025-11-25) or an
@@ -214,7 +304,7 @@ pub(crate) async fn watch_catalogs(listeners: Arc<Listeners>, platform: Platform
         for tenant in platform.tenants() {
             let changes = tenant.with_catalog(|catalog| catalog.changes_seen());
             if seen.insert(tenant.id.clone(), changes).unwrap_or(0) != changes {
-                listeners.notify_updated(&tenant.id, |uri| uri.starts_with("pilotage://catalog/")).await;
+                listeners.notify_catalogs(&tenant).await;
             }
         }
     }

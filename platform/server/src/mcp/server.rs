@@ -19,7 +19,7 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
 use super::content::{envelope, run_envelope, structured_with_text};
-use super::listeners::{Listeners, MAX_SUBSCRIPTIONS, MAX_URI_BYTES};
+use super::listeners::{Audience, Listeners, MAX_SUBSCRIPTIONS, MAX_URI_BYTES, catalog_version};
 use super::resolution::ToolResolution;
 use super::tasks_2025::{self, Form2025};
 use super::tools::{self, ToolRole};
@@ -174,7 +174,8 @@ impl ServerHandler for PilotageServer {
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         let principal = self.principal(&context.extensions);
         if let Some(session) = self.session_id(&context.extensions) {
-            self.listeners.add(session, principal.tenant, context.peer.clone());
+            let audience = Audience { tenant: principal.tenant, scopes: principal.scopes };
+            self.listeners.add(session, audience, context.peer.clone());
         }
     }
 
@@ -208,7 +209,18 @@ impl ServerHandler for PilotageServer {
         let principal = self.principal(&subscription.request_context().extensions);
         let sessions = &self.listeners;
         let uris = subscription.accepted().resource_subscriptions.clone().unwrap_or_default();
-        let listener = sessions.listen(principal.tenant, subscription.sink().clone(), uris);
+        // Each catalog resource starts from the version this subscriber
+        // sees now: it is told `updated` only when that moves.
+        let tenant = self.platform.tenant(&principal.tenant);
+        let uris = uris
+            .into_iter()
+            .map(|uri| {
+                let version = tenant.as_ref().and_then(|tenant| catalog_version(tenant, &principal.scopes, &uri));
+                (uri, version)
+            })
+            .collect();
+        let audience = Audience { tenant: principal.tenant, scopes: principal.scopes };
+        let listener = sessions.listen(audience, subscription.sink().clone(), uris);
         subscription.cancelled().await;
         sessions.unlisten(listener);
         Ok(())
@@ -287,8 +299,9 @@ impl ServerHandler for PilotageServer {
             ));
         }
         if let Some(session) = session {
+            let version = catalog_version(&context.tenant, &context.caller.principal.scopes, &request.uri);
             self.listeners
-                .subscribe(&session, request.uri)
+                .subscribe(&session, request.uri, version)
                 .map_err(|full| resources::bounds_exceeded(full.to_string()))?;
         }
         Ok(())

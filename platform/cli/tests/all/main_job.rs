@@ -268,3 +268,71 @@ async fn serve_stops_on_sigterm_after_its_log_reader_is_gone() {
     assert!(status.success(), "{status:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A 2026-07-28 request to `url` for `method` with `params`, as a client of
+/// that revision sends it (no session; the revision and client in `_meta`).
+fn request_2026(url: &str, id: u64, method: &str, mut params: serde_json::Value) -> reqwest::RequestBuilder {
+    params["_meta"] = serde_json::json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "closing-client", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {}});
+    reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", method)
+        .body(serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string())
+}
+
+/// Issue 46 item 11: a 2026-07-28 client ends `subscriptions/listen` by
+/// closing its stream; the server's log gets no ERROR line for it (it got
+/// "failed to send pending response during drain" each time), while the
+/// library's other lines still reach the log (a refused read's WARN).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_closing_its_listen_stream_logs_no_error() {
+    use tokio::io::AsyncBufReadExt;
+    pilotage_client::install_crypto_provider();
+    let dir = std::env::temp_dir().join(unique("closed-stream"));
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_pilotage"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--demo-postgres", "off", "--data-dir"])
+        .arg(&dir)
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let url = crate::support::mcp_url_announced(&mut lines).await;
+    let logged = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let sink = logged.clone();
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            sink.lock().unwrap().push(line);
+        }
+    });
+
+    for id in 1..=3 {
+        let listen = serde_json::json!({"notifications": {"toolsListChanged": true}});
+        let mut response = request_2026(&url, id, "subscriptions/listen", listen).send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        let first = response.chunk().await.unwrap().expect("the acknowledgement");
+        assert!(String::from_utf8_lossy(&first).contains("subscriptions/acknowledged"));
+        drop(response);
+    }
+    let unknown = serde_json::json!({"uri": "pilotage://guides/nosuch%2Fv9"});
+    let refused = request_2026(&url, 9, "resources/read", unknown)
+        .header("mcp-name", "pilotage://guides/nosuch%2Fv9")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(refused.contains("nosuch"), "{refused}");
+    // The library drains a closed request for up to 2 s.
+    tokio::time::sleep(std::time::Duration::from_millis(3_000)).await;
+    let lines = logged.lock().unwrap().clone();
+    assert!(lines.iter().any(|line| line.contains("WARN") && line.contains("nosuch")), "{lines:#?}");
+    assert!(!lines.iter().any(|line| line.contains("ERROR")), "{lines:#?}");
+    let _ = child.kill().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -3,13 +3,15 @@
 //! OpenTelemetry layer beside them. While a span of an exported trace is
 //! current, each log line carries its trace id (`trace_id=…` first on a
 //! text line, a `"trace_id"` member of a JSON line), so logs and traces
-//! join on it.
+//! join on it. One event of the MCP library is kept off the lines
+//! ([`ClosedStreams`]): a client closing its stream is not an error.
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 use tracing::{Event, Level, Subscriber};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
+use tracing_subscriber::filter::FilterExt;
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::layer::SubscriberExt;
@@ -73,6 +75,55 @@ where
     }
 }
 
+/// Drops the MCP library's ERROR that a response could not be sent while a
+/// stateless request was drained because its stream was already closed
+/// (`rmcp::service`, "failed to send pending response during drain",
+/// `channel closed`): a 2026-07-28 client ends `subscriptions/listen` by
+/// closing the stream, after which there is nobody to answer, so every
+/// normal end of a subscription printed an ERROR line. Any other error of
+/// that event (or of the library) still passes.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct ClosedStreams;
+
+impl ClosedStreams {
+    const MESSAGE: &'static str = "failed to send pending response during drain";
+
+    fn is_closed_stream(event: &Event<'_>) -> bool {
+        /// The event's message and `error` field, as text.
+        #[derive(Default)]
+        struct Fields {
+            message: String,
+            error: String,
+        }
+        impl tracing::field::Visit for Fields {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn fmt::Debug) {
+                match field.name() {
+                    "message" => self.message = format!("{value:?}"),
+                    "error" => self.error = format!("{value:?}"),
+                    _ => {}
+                }
+            }
+        }
+        let metadata = event.metadata();
+        if *metadata.level() != Level::ERROR || metadata.target() != "rmcp::service" {
+            return false;
+        }
+        let mut fields = Fields::default();
+        event.record(&mut fields);
+        fields.message == Self::MESSAGE && fields.error == "channel closed"
+    }
+}
+
+impl<S> tracing_subscriber::layer::Filter<S> for ClosedStreams {
+    fn enabled(&self, _: &tracing::Metadata<'_>, _: &tracing_subscriber::layer::Context<'_, S>) -> bool {
+        true
+    }
+
+    fn event_enabled(&self, event: &Event<'_>, _: &tracing_subscriber::layer::Context<'_, S>) -> bool {
+        !Self::is_closed_stream(event)
+    }
+}
+
 /// The subscriber: log lines in `format` filtered by `filter`, and the
 /// OpenTelemetry layer of `otlp` when given.
 pub fn subscriber(
@@ -84,13 +135,13 @@ pub fn subscriber(
         LogFormat::Text => tracing_subscriber::fmt::layer()
             .with_writer(std::io::stderr)
             .event_format(WithTraceId { inner: tracing_subscriber::fmt::format(), json: false })
-            .with_filter(filter)
+            .with_filter(filter.and(ClosedStreams))
             .boxed(),
         LogFormat::Json => tracing_subscriber::fmt::layer()
             .with_writer(std::io::stderr)
             .event_format(WithTraceId { inner: tracing_subscriber::fmt::format().json(), json: true })
             .fmt_fields(tracing_subscriber::fmt::format::JsonFields::new())
-            .with_filter(filter)
+            .with_filter(filter.and(ClosedStreams))
             .boxed(),
     };
     let traces: Option<Box<dyn Layer<Registry> + Send + Sync>> = otlp.map(|pipeline| {

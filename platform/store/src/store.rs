@@ -32,6 +32,29 @@ pub enum StoreError {
     Corrupt(String),
 }
 
+impl StoreError {
+    /// Whether the database could not be reached (the connection failed or
+    /// was refused, the pool timed out waiting for one, the server is
+    /// shutting down or not yet accepting connections): nothing was read or
+    /// written, and the same request is likely to succeed once the database
+    /// is back. A statement the database refused is not this.
+    pub fn is_unreachable(&self) -> bool {
+        match self {
+            StoreError::Database(error) => match error {
+                sqlx::Error::Io(_) | sqlx::Error::Tls(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed => true,
+                // SQLSTATE class 08 (connection exception), 57P01
+                // (admin_shutdown), 57P02 (crash_shutdown), 57P03
+                // (cannot_connect_now).
+                sqlx::Error::Database(database) => database
+                    .code()
+                    .is_some_and(|code| code.starts_with("08") || matches!(code.as_ref(), "57P01" | "57P02" | "57P03")),
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+}
+
 /// The platform's database.
 #[derive(Clone, Debug)]
 pub struct Store {

@@ -602,3 +602,102 @@ async fn credential_guesses_are_throttled_per_client_address() {
     }
     server.stop().await;
 }
+
+// --- A storage outage -----------------------------------------------------
+
+/// A TCP relay to the machine's PostgreSQL that the test can cut: cut, it
+/// closes every relayed connection and every new one at once, as a database
+/// that went away does; restored, it relays again.
+struct CuttableLink {
+    addr: std::net::SocketAddr,
+    cut: tokio::sync::watch::Sender<bool>,
+}
+
+impl CuttableLink {
+    async fn to_postgres() -> CuttableLink {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (cut, watching) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                if *watching.borrow() {
+                    continue;
+                }
+                let mut watching = watching.clone();
+                tokio::spawn(async move {
+                    let Ok(mut outbound) = TcpStream::connect("127.0.0.1:5432").await else { return };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = watching.wait_for(|cut| *cut) => {}
+                    }
+                });
+            }
+        });
+        CuttableLink { addr, cut }
+    }
+
+    /// The database URL of `schema_url` (a URL of the machine's
+    /// PostgreSQL) through this link.
+    fn url(&self, schema_url: &str) -> String {
+        schema_url.replace("127.0.0.1:5432", &self.addr.to_string())
+    }
+
+    fn set_cut(&self, cut: bool) {
+        self.cut.send_replace(cut);
+    }
+}
+
+/// Issue 46 item 11: while the store's database cannot be reached, a call
+/// that needs it answers a retryable request error (`internal` with
+/// `retry_after_ms`, saying nothing ran) instead of "the server's storage
+/// failed"; once the database is back the same request succeeds, and what
+/// was stored before is still there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_database_gets_a_retryable_answer_and_recovery_loses_nothing() {
+    let link = CuttableLink::to_postgres().await;
+    let mut configured = settings(Backend::Postgres).await;
+    let schema_url = configured.database_url.clone().unwrap();
+    configured.database_url = Some(link.url(&schema_url));
+    let server = server(configured).await;
+    let client = client(&server.mcp_url()).await;
+    let workflow = |key: &str| {
+        json!({"workflow": {"steps": [{"id": "p", "kind": "call", "capability": "cap_read_user_profile",
+                                       "with": {"user_id": "42"}}], "output": {"name": "$.steps.p.output.name"}},
+               "idempotency_key": key, "store": true})
+    };
+    let before = ok(&client, "run_workflow", workflow("before-the-cut")).await;
+    assert_eq!(before["outcome"]["status"], "success", "{before}");
+
+    link.set_cut(true);
+    let started = Instant::now();
+    let refused = request_error(&client, "run_workflow", workflow("during-the-cut")).await;
+    assert_eq!(refused["error"]["kind"], "internal", "{refused}");
+    assert!(refused["retry_after_ms"].as_u64().is_some_and(|ms| ms > 0), "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("nothing ran"), "{refused}");
+    assert!(started.elapsed() < Duration::from_secs(30), "answered within the pool's wait: {:?}", started.elapsed());
+    let fetch = json!({"run_id": before["run_id"]});
+    let refused = request_error(&client, "trace_workflow", fetch.clone()).await;
+    assert!(refused["retry_after_ms"].as_u64().is_some(), "{refused}");
+    // The same server answers what needs no storage.
+    let validated = ok(&client, "validate_workflow", json!({"workflow": workflow("v")["workflow"]})).await;
+    assert_eq!(validated["valid"], true, "{validated}");
+
+    // Restored: the refused request runs (its key was never claimed), and
+    // the Run stored before the cut is intact.
+    link.set_cut(false);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let after = loop {
+        let result = call(&client, "run_workflow", workflow("during-the-cut")).await.unwrap();
+        let content = result.structured_content.clone().unwrap();
+        if result.is_error == Some(false) {
+            break content;
+        }
+        assert!(content["retry_after_ms"].as_u64().is_some(), "only retryable answers while recovering: {content}");
+        assert!(Instant::now() < deadline, "the store did not come back: {content}");
+        tokio::time::sleep(Duration::from_millis(content["retry_after_ms"].as_u64().unwrap_or(500).min(2_000))).await;
+    };
+    assert_eq!(after["outcome"]["status"], "success", "{after}");
+    assert_eq!(ok(&client, "trace_workflow", fetch).await["run_id"], before["run_id"]);
+    let _ = client.cancel().await;
+    server.stop().await;
+}

@@ -55,6 +55,16 @@ fn unknown() -> McpError {
 }
 
 pub(super) fn storage(error: &StoreError) -> McpError {
+    if error.is_unreachable() {
+        // Retryable: the task and its Run are as they were; only the read
+        // or write of this request did not happen.
+        tracing::warn!(%error, "the store's database is unreachable: a task request was refused as retryable");
+        let retry = serde_json::json!({"retry_after_ms": crate::operations::STORAGE_RETRY_MS});
+        return McpError::internal_error(
+            "the server's storage is unreachable for the moment; retry shortly",
+            Some(retry),
+        );
+    }
     tracing::error!(%error, "store failure serving a task");
     McpError::internal_error("the server's storage failed; the failure was logged", None)
 }

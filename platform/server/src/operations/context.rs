@@ -49,6 +49,30 @@ pub(crate) fn capacity_error(refused: &Refused) -> OpError {
     )
 }
 
+/// The retry hint, in milliseconds, of a call refused because the
+/// store's database could not be reached.
+pub(crate) const STORAGE_RETRY_MS: u64 = 2_000;
+
+/// The request error of a call whose store read or write failed before
+/// anything ran, logged with `during`: when the database could not be
+/// reached ([`pilotage_store::StoreError::is_unreachable`]), `internal` with
+/// `retry_after_ms` and a message saying nothing ran, so a client knows a
+/// retry is safe and when to try; any other failure, plain `internal`.
+pub(crate) fn storage_error(error: &pilotage_store::StoreError, during: &str) -> OpError {
+    if error.is_unreachable() {
+        tracing::warn!(%error, during, "the store's database is unreachable: the call was refused as retryable");
+        return OpError::Request(
+            RequestError::new(
+                RequestErrorKind::Internal,
+                "the server's storage is unreachable for the moment; nothing ran; retry shortly",
+            )
+            .with_retry_after(STORAGE_RETRY_MS),
+        );
+    }
+    tracing::error!(%error, during, "store failure");
+    request_error(RequestErrorKind::Internal, "the server's storage failed; the failure was logged")
+}
+
 /// The caller of one operation.
 #[derive(Clone, Debug)]
 pub struct Caller {

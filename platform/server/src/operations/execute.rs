@@ -31,6 +31,7 @@ use sha2::{Digest, Sha256};
 use tracing::Instrument;
 
 use super::idempotency::interrupted_response;
+use super::storage_error;
 use super::validate::{failure_to_error, validated};
 use super::{Context, OpError, request_error};
 use crate::invocation::promotion::{PromotedProgram, drifted};
@@ -51,7 +52,7 @@ use pilotage_protocol::request_error::RequestErrorKind;
 use pilotage_protocol::requests::{ExecuteResponse, TraceFetchResponse};
 use pilotage_protocol::retention::Retention;
 use pilotage_protocol::trace::{TraceLevel, at_level, effective_level};
-use pilotage_store::{Claim, HeldClaim, NewClaim, RunRow};
+use pilotage_store::{Claim, HeldClaim, NewClaim, RunRow, StoreError};
 use pilotage_telemetry::spans;
 use tenancy::LanguageSlot;
 
@@ -322,7 +323,7 @@ pub(crate) async fn execute_with(
             ]);
             let principal = &context.caller.principal;
             let held =
-                context.platform.store().idempotency_get(principal.owner(), key).await.map_err(|e| internal(&e))?;
+                context.platform.store().idempotency_get(principal.owner(), key).await.map_err(|e| before_run(&e))?;
             if let Some(held) = held {
                 if held.runnable_hash != runnable_hash || held.input_hash != input_hash {
                     return Err(conflict(key));
@@ -457,7 +458,7 @@ pub(crate) async fn execute_with(
                 expires_at: now + idempotency_window(&retention).as_millis() as i64,
             })
             .await
-            .map_err(|e| internal(&e))?;
+            .map_err(|e| before_run(&e))?;
         match claim {
             Claim::Held(held) => {
                 if &held.runnable_hash != runnable_hash || &held.input_hash != input_hash {
@@ -517,7 +518,7 @@ pub(crate) async fn execute_with(
         Ok(gate) => gate,
         Err(error) => {
             unclaim().await;
-            return Err(internal(&error));
+            return Err(before_run(&error));
         }
     };
     let budget = match gate {
@@ -558,7 +559,7 @@ pub(crate) async fn execute_with(
         let limit = context.tenant.quotas().max_stored_run_bytes;
         let used = match context.platform.store().run_bytes_of_tenant(&principal.tenant).await {
             Ok(used) => used,
-            Err(error) => return Err(release(internal(&error)).await),
+            Err(error) => return Err(release(before_run(&error)).await),
         };
         if used as u64 >= limit {
             return Err(release(request_error(
@@ -647,6 +648,13 @@ fn conflict(key: &str) -> OpError {
     )
 }
 
+/// A store failure of an execute before its Run started (a claim, a
+/// replay, the policy's budget, the stored-bytes quota): retryable when the
+/// database could not be reached ([`storage_error`]).
+fn before_run(error: &StoreError) -> OpError {
+    storage_error(error, "execute")
+}
+
 pub(super) fn internal(error: &dyn std::fmt::Display) -> OpError {
     tracing::error!(%error, "store failure during execute");
     request_error(RequestErrorKind::Internal, "the server's storage failed; the failure was logged")
@@ -675,7 +683,8 @@ async fn replay(context: &Context, key: &str, level: TraceLevel) -> Result<Value
         + Duration::from_secs(10);
     let started = std::time::Instant::now();
     loop {
-        let held = context.platform.store().idempotency_get(principal.owner(), key).await.map_err(|e| internal(&e))?;
+        let held =
+            context.platform.store().idempotency_get(principal.owner(), key).await.map_err(|e| before_run(&e))?;
         let now = context.platform.clock().now_ms();
         match held {
             Some(HeldClaim { response: Some(response), .. }) => {

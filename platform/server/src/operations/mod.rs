@@ -20,3 +20,4 @@ pub(crate) mod trace_fetch;
 pub(crate) mod validate;
 
 pub use context::{Caller, Context, OpError, arguments, members_outside, request_error};
+pub(crate) use context::{STORAGE_RETRY_MS, storage_error};

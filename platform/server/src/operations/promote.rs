@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::validate::{program_argument, validation_of};
-use super::{Context, OpError, request_error};
+use super::{Context, OpError, request_error, storage_error};
 use crate::invocation::promotion::{PromotedProgram, baseline, program_ref};
 use crate::tenancy::LanguageSlot;
 use pilotage_engine::catalog::StoredEntry;
@@ -112,10 +112,7 @@ pub(crate) async fn promote(context: &Context, slot: &Arc<LanguageSlot>, args: &
         promoter: promoted.promoter.clone(),
         created_at: context.platform.clock().now_ms(),
     };
-    context.platform.store().promoted_insert(&row).await.map_err(|error| {
-        tracing::error!(%error, "store failure during promotion");
-        request_error(RequestErrorKind::Internal, "the server's storage failed; the failure was logged")
-    })?;
+    context.platform.store().promoted_insert(&row).await.map_err(|error| storage_error(&error, "promotion"))?;
     if context.tenant.promoted(&reference).is_none() {
         context.tenant.add_promoted(promoted);
         context.tenant.put_entries(vec![StoredEntry::new(entry.clone(), visibility, None)]);

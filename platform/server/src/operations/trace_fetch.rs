@@ -18,7 +18,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::narration::{QUESTION_MAX_CHARS, narrate};
-use super::{Context, OpError, arguments, request_error};
+use super::{Context, OpError, arguments, request_error, storage_error};
 use crate::tenancy::LanguageSlot;
 use pilotage_protocol::request_error::RequestErrorKind;
 use pilotage_protocol::requests::TraceFetchResponse;
@@ -68,10 +68,8 @@ pub(crate) async fn trace(context: &Context, slot: &LanguageSlot, raw: &Value) -
     let narrates = slot.narrates();
     let question = admitted_question(narrates, args.question.as_deref())?;
     let unknown = || request_error(RequestErrorKind::NotFound, UNKNOWN_RUN);
-    let row = context.platform.store().run_get(&args.run_id).await.map_err(|error| {
-        tracing::error!(%error, "store failure during trace fetch");
-        request_error(RequestErrorKind::Internal, "the server's storage failed; the failure was logged")
-    })?;
+    let row =
+        context.platform.store().run_get(&args.run_id).await.map_err(|error| storage_error(&error, "trace fetch"))?;
     let principal = &context.caller.principal;
     let Some(row) = row.filter(|row| {
         row.tenant == principal.tenant

@@ -49,10 +49,12 @@ pub fn install_crypto_provider() {
 
 mod admin;
 pub mod auth;
+mod changes;
 pub(crate) mod console;
 pub mod datasource;
 pub mod demo;
 pub mod deploy;
+mod deployments;
 pub mod egress;
 mod fleet;
 mod http;
@@ -60,8 +62,10 @@ mod invocation;
 pub mod language_watch;
 pub mod mcp;
 pub mod operations;
+mod origins;
 pub mod policy;
 pub mod settings;
 pub mod start;
 pub mod telemetry;
 pub mod tenancy;
+mod web;

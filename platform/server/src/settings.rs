@@ -126,7 +126,7 @@ pub struct Settings {
     /// `http://localhost`, `http://127.0.0.1` and `http://[::1]` on any
     /// port. A request without `Origin` (a non-browser client) always
     /// passes; one whose `Origin` matches no entry gets 403 before it is
-    /// authenticated or reaches a session (`http::origin`).
+    /// authenticated or reaches a session (`http::origin`, the grammar in `origins`).
     pub allowed_origins: Vec<String>,
     /// Addresses of the load balancers or proxies in front of this server
     /// (IP addresses, v4 or v6). A request whose connection comes from one
@@ -529,7 +529,7 @@ impl Settings {
             });
         }
         for origin in &self.allowed_origins {
-            if let Err(error) = crate::http::origin::AllowedOrigin::parse(origin) {
+            if let Err(error) = crate::origins::AllowedOrigin::parse(origin) {
                 return Err(ConfigError::Invalid { field: "allowed_origins", message: error.to_string() });
             }
         }

@@ -78,6 +78,10 @@ pub enum StartError {
     /// Occurs when stored tenant state cannot be loaded.
     #[error(transparent)]
     Load(#[from] LoadError),
+    /// Occurs when a tenant's deployments cannot be published as catalog
+    /// entries.
+    #[error(transparent)]
+    Publish(#[from] crate::deployments::publish::PublishError),
     /// Occurs when the demo tenant cannot be set up.
     #[error(transparent)]
     Demo(#[from] DemoError),
@@ -343,7 +347,7 @@ pub async fn start(settings: Settings, bundled: Bundled) -> Result<Server, Start
     // Agents see their tenant's deployments as catalog entries: publish
     // the stored ones (every tenant is loaded by now, the dev tenant too).
     for tenant in platform.tenants() {
-        crate::deploy::publish::publish_all(&platform, &tenant).await.map_err(LoadError::from)?;
+        crate::deploy::publish::publish_all(&platform, &tenant).await?;
     }
     let metrics_addr = serve(&settings, &platform, &listeners, listener, &shutdown, &mut tasks).await?;
     tasks.push(tokio::spawn(crate::mcp::listeners::watch_catalogs(

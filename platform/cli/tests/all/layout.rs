@@ -1,7 +1,9 @@
 //! The layout's invariants, read from the sources themselves
 //! (docs/architecture.md, "Crates"): no import cycle among the files of
-//! any crate of the workspace, and the reference client and conformance
-//! runner (`pilotage-client`) free of wasmtime and sqlx.
+//! any crate of the workspace, nor among its top-level modules (a crate's
+//! folders are floors whose arrows only point down), and the reference
+//! client and conformance runner (`pilotage-client`) free of wasmtime and
+//! sqlx.
 //!
 //! Imports are read as a reader of the code would: `use` lines and
 //! `crate::`/`super::`/`self::` paths anywhere in a file, a `use` of a
@@ -445,6 +447,48 @@ fn no_import_cycle_among_the_files_of_any_crate() {
     assert!(found.is_empty(), "import cycles:\n{}", found.join("\n"));
 }
 
+/// The files' import graph folded onto the crate's top-level modules: a
+/// file counts as the first segment of its module path (the root, the
+/// facade, is left out), and imports within one module vanish.
+fn module_graph(
+    files: &CrateFiles,
+    graph: &BTreeMap<PathBuf, BTreeSet<PathBuf>>,
+) -> BTreeMap<PathBuf, BTreeSet<PathBuf>> {
+    let top: BTreeMap<&PathBuf, PathBuf> = files
+        .files
+        .iter()
+        .filter_map(|(module, file)| module.first().map(|first| (file, PathBuf::from(first))))
+        .collect();
+    let mut folded: BTreeMap<PathBuf, BTreeSet<PathBuf>> = BTreeMap::new();
+    for (from, targets) in graph {
+        let Some(from) = top.get(from) else { continue };
+        let arrows = folded.entry(from.clone()).or_default();
+        for target in targets {
+            if let Some(target) = top.get(target)
+                && target != from
+            {
+                arrows.insert(target.clone());
+            }
+        }
+    }
+    folded
+}
+
+#[test]
+fn no_import_cycle_among_the_top_level_modules_of_any_crate() {
+    let root = repository();
+    let mut found = Vec::new();
+    for src in crate_sources(&root) {
+        let files = read_crate(&src);
+        for component in cycles(&module_graph(&files, &import_graph(&files))) {
+            let names: Vec<String> = component.iter().map(|module| module.display().to_string()).collect();
+            let crate_dir = src.strip_prefix(&root).unwrap_or(&src).display().to_string();
+            found.push(format!("{crate_dir}: cycle of {}: {}", names.len(), names.join(", ")));
+        }
+    }
+    assert!(found.is_empty(), "module cycles:\n{}", found.join("\n"));
+}
+
 /// The bad case: the reader finds a cycle through a re-export and a child
 /// `use`, the shapes the layout rules out.
 #[test]
@@ -463,8 +507,11 @@ fn the_cycle_reader_finds_a_cycle_through_a_reexport() {
     // Not a cycle: a test module's `super::*` is its own file.
     std::fs::write(src.join("a/tidy.rs"), "pub fn g() {}\n#[cfg(test)]\nmod tests {\n    use super::*;\n}\n").unwrap();
     std::fs::write(src.join("a/mod.rs"), "mod inner;\nmod tidy;\npub use inner::Thing;\nuse self::tidy::g;\n").unwrap();
-    let found = cycles(&import_graph(&read_crate(&src)));
+    let files = read_crate(&src);
+    let found = cycles(&import_graph(&files));
+    let modules = cycles(&module_graph(&files, &import_graph(&files)));
     std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(modules, [vec![PathBuf::from("a"), PathBuf::from("b")]], "the modules' cycle: {modules:?}");
     assert_eq!(found.len(), 1, "{found:?}");
     let mut names: Vec<String> =
         found[0].iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();

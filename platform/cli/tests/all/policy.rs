@@ -759,7 +759,7 @@ async fn a_stored_policy_out_of_range_fails_safe_instead_of_failing_every_run() 
         let mut row = store.tenant("demo").await.unwrap().unwrap();
         row.policy = json!({"budgets": [{"risk": "write", "runs": 5, "window_s": window_s}]}).to_string();
         store.tenant_update(&row).await.unwrap();
-        pilotage_server::tenancy::load::reload(&server.platform, "demo").await.unwrap();
+        pilotage_server::tenancy::load::apply_row(&server.platform, &row);
         let (status, stored) = admin(&server, reqwest::Method::GET, "/tenants/demo/policy", None).await;
         assert_eq!(status, 200, "{stored}");
         let budgets = stored["policy"]["budgets"].as_array().cloned().unwrap_or_default();

@@ -28,9 +28,9 @@ use serde_json::Value;
 
 use super::api::{AdminState, Credential, credential_until};
 use crate::admin::api::Admin;
-use crate::console::web::{self, escape, urlencode};
 use crate::policy::approvals::{self, Approver, DecideError};
 use crate::tenancy::Identity;
+use crate::web::{self, escape, urlencode};
 use pilotage_store::ApprovalRow;
 
 /// The session cookie's name.

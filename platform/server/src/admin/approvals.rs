@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::api::{Admin, AdminState, ApiError, ApiResult, audit, parse_json};
 use super::tenants::{policy_json, tenant_row};
-use crate::fleet::announce::{Change, announce};
+use crate::changes::{Change, announce};
 use crate::policy::Policy;
 use crate::policy::approvals::{self, Approver, DecideError};
 use crate::tenancy::load::apply_row;

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use super::admission::AdminBody;
 use super::api::{Admin, AdminState, ApiError, ApiResult, audit, live_tenant, parse_json};
-use crate::fleet::announce::{Change, announce};
+use crate::changes::{Change, announce};
 use crate::tenancy::Tenant;
 use pilotage_engine::catalog::tenant::ApplyReport;
 use pilotage_engine::catalog::{HttpBinding, StoredEntry};

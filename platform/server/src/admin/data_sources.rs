@@ -24,9 +24,9 @@ use serde_json::json;
 
 use super::admission::AdminBody;
 use super::api::{Admin, AdminState, ApiError, ApiResult, audit, live_tenant, parse_json};
+use crate::changes::{Change, announce};
 use crate::datasource::DataSourceError;
 use crate::datasource::attached::{AttachedSource, DataSourceSpec, sealed_name};
-use crate::fleet::announce::{Change, announce};
 use crate::tenancy::Tenant;
 use pilotage_store::DataSourceRow;
 

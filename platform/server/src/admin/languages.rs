@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::admission::{AdminBody, ComponentUpload};
 use super::api::{Admin, AdminState, ApiError, ApiResult, audit, live_tenant, parse_json};
-use crate::fleet::announce::{Change, announce};
+use crate::changes::{Change, announce};
 use pilotage_engine::lint::{LintSeverity, has_errors, lint};
 use pilotage_store::{LanguageRow, Scope};
 

@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 
 use super::admission::AdminBody;
 use super::api::{Admin, AdminState, ApiError, ApiResult, audit, parse_json};
+use crate::changes::{Change, announce};
 use crate::egress::EgressPolicy;
-use crate::fleet::announce::{Change, announce};
 use crate::tenancy::Quotas;
 use crate::tenancy::load::apply_row;
 use pilotage_store::{Scope, TenantRow};

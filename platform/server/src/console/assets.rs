@@ -13,10 +13,8 @@ use axum::extract::Path;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-/// The shared plan and Run views (`globalThis.PilotageView`).
-pub(crate) const VIEW_JS: &str = include_str!("assets/view.js");
-/// Their style.
-pub(crate) const VIEW_CSS: &str = include_str!("assets/view.css");
+// The shared plan and Run views, which the MCP Apps views embed too.
+use crate::mcp::apps::{VIEW_CSS, VIEW_JS};
 /// The console's script.
 const CONSOLE_JS: &str = include_str!("assets/console.js");
 /// The console's style.

@@ -34,7 +34,7 @@ mod figures;
 mod pages;
 mod runs;
 mod session;
-pub(crate) mod web;
+pub(crate) use crate::web;
 
 use axum::Router;
 use axum::routing::{get, post};

@@ -2,14 +2,15 @@
 //! docs/architecture.md "Deployments"). The platform owns triggers,
 //! storage and firing; the component owns the language.
 //!
-//! - `model`: a stored deployment decoded, its catalog entry (id
-//!   `model::entry_id`, kind `model::entry_kind`, not callable,
-//!   carrying the body's risk), the secret names of trigger sources;
-//! - `install`: a deploy-mode `execute` calls the component's `deploy`
-//!   export (`pilotage:language@1.2.0`, world `deploying-language`), which
-//!   returns an installation; `install::install` checks and stores it
+//! - `model`, `schedule`, `broker`, `publish`, `manage` (re-exported from
+//!   `crate::deployments`, which only models and stores): a stored
+//!   deployment decoded, its catalog entry, the secret names of trigger
+//!   sources;
+//! - a deploy-mode `execute` calls the component's `deploy` export
+//!   (`pilotage:language@1.2.0`, world `deploying-language`), which returns
+//!   an installation; `operations::install` checks and stores it
 //!   (deploying a name again replaces it);
-//! - `runtime` fires it: schedules (cron in an IANA zone, `schedule`),
+//! - `runtime` (here, above the operations it runs) fires it: schedules (cron in an IANA zone, `schedule`),
 //!   webhook deliveries ([`webhook`]) and MQTT messages (`mqtt`, with the
 //!   filters and broker secrets of `broker`). Every trigger instance is
 //!   claimed in the store first, so it fires once across replicas. A
@@ -21,13 +22,10 @@
 //!   (admin API and CLI); [`state`]: what the runtime keeps in the
 //!   platform.
 
-pub(crate) mod broker;
-pub(crate) mod install;
-pub mod manage;
-pub(crate) mod model;
 pub(crate) mod mqtt;
-pub(crate) mod publish;
 pub(crate) mod runtime;
-pub(crate) mod schedule;
-pub mod state;
+pub use crate::tenancy::deploy_state as state;
 pub mod webhook;
+
+pub use crate::deployments::manage;
+pub(crate) use crate::deployments::{broker, model, publish, schedule};

@@ -23,7 +23,7 @@ use pilotage_engine::clock::system_now_ms;
 use pilotage_store::{CHANGES_CHANNEL, Scope, StoreError};
 use tokio_util::sync::CancellationToken;
 
-use super::announce::Change;
+use crate::changes::Change;
 use crate::deploy::publish::{PublishError, publish, publish_all};
 use crate::tenancy::Platform;
 use crate::tenancy::load::{self, LoadError};
@@ -62,6 +62,24 @@ pub(crate) enum ApplyError {
     Publish(#[from] PublishError),
 }
 
+/// Reloads one tenant as stored (after another replica announced that its
+/// row changed, or that it was created): loaded, its deployments published
+/// as catalog entries, and its sessions told that the tools changed.
+/// Nothing happens for a tenant that is not stored.
+///
+/// # Errors
+/// [`ApplyError`] naming what could not be loaded or published.
+async fn reload(platform: &Platform, id: &str) -> Result<(), ApplyError> {
+    if load::load(platform, Scope::Tenant(id)).await? == 0 {
+        return Ok(());
+    }
+    if let Some(tenant) = platform.tenant(id) {
+        publish_all(platform, &tenant).await?;
+    }
+    platform.tools_changed(id).await;
+    Ok(())
+}
+
 /// Makes this replica's memory match the store for `change`'s item.
 ///
 /// # Errors
@@ -83,7 +101,7 @@ pub(crate) async fn apply(platform: &Platform, change: &Change) -> Result<(), Ap
     // A change to a tenant this replica does not know yet arrives with the
     // tenant's own change, which loads nothing else: load it whole then.
     let Some(live) = platform.tenant(change.tenant()) else {
-        return Ok(load::reload(platform, change.tenant()).await?);
+        return reload(platform, change.tenant()).await;
     };
     match change {
         Change::Tenant { .. } => {}
@@ -139,11 +157,8 @@ pub(crate) async fn apply(platform: &Platform, change: &Change) -> Result<(), Ap
             }
         }
         Change::Promoted { tenant, program_ref } => {
-            if live.promoted(program_ref).is_none() {
-                let rows = store.promoted(Scope::Tenant(tenant)).await?;
-                let rows: Vec<_> = rows.into_iter().filter(|row| row.program_ref == *program_ref).collect();
-                load::promoted_programs(&live, rows)?;
-            }
+            debug_assert_eq!(tenant, &live.id);
+            load::promoted_program(platform, &live, program_ref).await?;
         }
         Change::Deployment { name, .. } => {
             publish(platform, &live, name).await?;

@@ -22,6 +22,5 @@
 //! Times compared across replicas (the log, session liveness) come from the
 //! system clock.
 
-pub(crate) mod announce;
 pub(crate) mod follow;
 pub(crate) mod sessions;

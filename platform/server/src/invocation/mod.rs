@@ -5,5 +5,5 @@
 //! - [`tenant_invoker`]: a tenant's invocations, sub-programs included.
 
 pub(crate) mod invoker;
-pub(crate) mod promotion;
+pub(crate) use crate::tenancy::promotion;
 pub(crate) mod tenant_invoker;

@@ -8,7 +8,7 @@
 //! A view is one `ui://` resource of MIME type `text/html;profile=mcp-app`
 //! (SEP-1865 "UI Resource Format"): a self-contained HTML document made of
 //! a small template, the shared renderer of the console
-//! (`crate::console::assets::{VIEW_JS, VIEW_CSS}`) and the App glue
+//! (`VIEW_JS`, `VIEW_CSS`, also served by the console) and the App glue
 //! (`apps/app.js`, `apps/app.css`), every byte embedded in the binary. The
 //! glue speaks the view side of the protocol over `postMessage` JSON-RPC:
 //! `ui/initialize` and `ui/notifications/initialized`, then
@@ -53,6 +53,11 @@ const LEGACY_RESOURCE_URI_KEY: &str = "ui/resourceUri";
 /// The App glue: the view side of the MCP Apps protocol, hand-written, no
 /// framework, no network.
 const APP_JS: &str = include_str!("apps/app.js");
+/// The shared plan and Run views (`globalThis.PilotageView`), which the
+/// console's Run pages use too (`console::assets` serves them).
+pub(crate) const VIEW_JS: &str = include_str!("apps/view.js");
+/// Their style.
+pub(crate) const VIEW_CSS: &str = include_str!("apps/view.css");
 
 /// The template's own styles (layout of the page around the renderer).
 const APP_CSS: &str = include_str!("apps/app.css");
@@ -193,9 +198,9 @@ fn document(view: View) -> String {
         name = view.name(),
         version = env!("CARGO_PKG_VERSION"),
         heading = view.heading(),
-        view_css = raw_text(crate::console::assets::VIEW_CSS),
+        view_css = raw_text(VIEW_CSS),
         app_css = raw_text(APP_CSS),
-        view_js = raw_text(crate::console::assets::VIEW_JS),
+        view_js = raw_text(VIEW_JS),
         app_js = raw_text(APP_JS),
     )
 }

@@ -26,7 +26,7 @@
 //! - [`observed`]: every request's server span and metrics.
 
 mod approval_wait;
-mod apps;
+pub(crate) mod apps;
 pub(crate) mod arguments;
 mod content;
 pub mod listeners;

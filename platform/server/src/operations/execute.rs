@@ -209,11 +209,9 @@ pub(crate) async fn execute_with(
             // applied the announcement: read it from the store now, so a
             // client reads its own write wherever the balancer sends it.
             if promoted.is_none() && context.platform.store().is_shared() {
-                let change = crate::fleet::announce::Change::Promoted {
-                    tenant: context.tenant.id.clone(),
-                    program_ref: reference.clone(),
-                };
-                if let Err(error) = crate::fleet::follow::apply(&context.platform, &change).await {
+                if let Err(error) =
+                    crate::tenancy::load::promoted_program(&context.platform, &context.tenant, reference).await
+                {
                     tracing::warn!(%error, "cannot read a promoted program from the store");
                 }
                 promoted = find();
@@ -895,7 +893,7 @@ async fn run(context: &Context, request: RunRequest) -> Result<ExecuteResponse, 
         // installation).
         let installed = match (execution.installation.take(), &install_snapshot, &install_validated) {
             (Some(installation), Some(snapshot), Some(validated)) => {
-                crate::deploy::install::install(
+                super::install::install(
                     context,
                     slot,
                     installation,
@@ -906,7 +904,7 @@ async fn run(context: &Context, request: RunRequest) -> Result<ExecuteResponse, 
                 )
                 .await
             }
-            _ => Err(crate::deploy::install::InstallError::Nothing),
+            _ => Err(super::install::InstallError::Nothing),
         };
         match installed {
             Ok(installed) => {

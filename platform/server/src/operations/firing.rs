@@ -33,7 +33,7 @@ use crate::tenancy::LanguageSlot;
 pub(crate) async fn fire(
     context: &Context,
     slot: &Arc<LanguageSlot>,
-    deployment: &crate::deploy::model::Deployment,
+    deployment: &crate::deployments::model::Deployment,
     input: Value,
     clock_ms: i64,
     run_id: &str,

@@ -116,11 +116,9 @@ pub(crate) async fn promote(context: &Context, slot: &Arc<LanguageSlot>, args: &
     if context.tenant.promoted(&reference).is_none() {
         context.tenant.add_promoted(promoted);
         context.tenant.put_entries(vec![StoredEntry::new(entry.clone(), visibility, None)]);
-        let change = crate::fleet::announce::Change::Promoted {
-            tenant: context.tenant.id.clone(),
-            program_ref: reference.clone(),
-        };
-        crate::fleet::announce::announce(&context.platform, vec![change]).await;
+        let change =
+            crate::changes::Change::Promoted { tenant: context.tenant.id.clone(), program_ref: reference.clone() };
+        crate::changes::announce(&context.platform, vec![change]).await;
     }
     let catalog_version = context.tenant.snapshot(&context.caller.principal, &language).catalog_version().to_owned();
     Ok(serde_json::to_value(Promoted { program_ref: reference, entry, catalog_version }).unwrap_or(Value::Null))

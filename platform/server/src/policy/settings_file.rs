@@ -35,11 +35,7 @@ pub(crate) async fn from_settings(platform: &crate::tenancy::Platform, policies:
             continue;
         }
         crate::tenancy::load::apply_row(platform, &updated);
-        crate::fleet::announce::announce(
-            platform,
-            vec![crate::fleet::announce::Change::Tenant { tenant: tenant.clone() }],
-        )
-        .await;
+        crate::changes::announce(platform, vec![crate::changes::Change::Tenant { tenant: tenant.clone() }]).await;
         approvals::audit(
             platform,
             &approvals::Actor { name: "settings".into(), who: crate::tenancy::Identity::settings_file() },

@@ -19,9 +19,9 @@ use pilotage_engine::{Component, EngineError};
 use pilotage_store::{DataSourceRow, PromotedRow, Scope, StoreError, TenantRow};
 
 use super::platform::Platform;
+use super::promotion::PromotedProgram;
 use super::tenant::{LanguageSlot, Tenant};
 use crate::datasource::attached::{AttachedSource, DataSourceSpec, sealed_name};
-use crate::invocation::promotion::PromotedProgram;
 
 /// Occurs when stored tenant state cannot be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -50,10 +50,6 @@ pub enum LoadError {
         /// Why.
         message: String,
     },
-    /// Occurs when the tenant's deployments cannot be published as catalog
-    /// entries.
-    #[error(transparent)]
-    Publish(#[from] crate::deploy::publish::PublishError),
 }
 
 /// What is wrong with a stored component.
@@ -169,11 +165,11 @@ pub fn apply_row(platform: &Platform, row: &TenantRow) -> Arc<Tenant> {
     }
     // Likewise the policy on risk; one that no longer reads holds every
     // Run that changes state for approval rather than allowing it.
-    match crate::policy::Policy::read_stored(&row.policy) {
+    match super::policy::Policy::read_stored(&row.policy) {
         Ok(policy) => tenant.set_policy(policy),
         Err(error) => {
             tracing::error!(tenant = %row.id, %error, "the stored policy on risk does not read; every Run that changes state needs approval");
-            tenant.set_policy(crate::policy::Policy::fail_safe());
+            tenant.set_policy(super::policy::Policy::fail_safe());
         }
     }
     tenant
@@ -220,6 +216,24 @@ pub async fn data_source(platform: &Platform, tenant: &Arc<Tenant>, row: &DataSo
 /// # Errors
 /// [`LoadError::Corrupt`] when a stored row does not parse.
 pub fn promoted_programs(tenant: &Tenant, rows: Vec<PromotedRow>) -> Result<usize, LoadError> {
+    promoted_rows(tenant, rows)
+}
+
+/// Loads the promoted program `program_ref` of `tenant` from the store when
+/// this replica does not hold it yet (promoted through another replica a
+/// moment ago); `Ok(0)` when it holds it or nothing is stored.
+///
+/// # Errors
+/// [`LoadError`] when the store cannot be read or the row does not decode.
+pub async fn promoted_program(platform: &Platform, tenant: &Tenant, program_ref: &str) -> Result<usize, LoadError> {
+    if tenant.promoted(program_ref).is_some() {
+        return Ok(0);
+    }
+    let rows = platform.store().promoted(Scope::Tenant(&tenant.id)).await?;
+    promoted_rows(tenant, rows.into_iter().filter(|row| row.program_ref == program_ref).collect())
+}
+
+fn promoted_rows(tenant: &Tenant, rows: Vec<PromotedRow>) -> Result<usize, LoadError> {
     let corrupt = |row: &PromotedRow, part: &str, error: serde_json::Error| LoadError::Corrupt {
         tenant: row.tenant.clone(),
         what: format!("promoted {} ({part})", row.program_ref),
@@ -243,22 +257,4 @@ pub fn promoted_programs(tenant: &Tenant, rows: Vec<PromotedRow>) -> Result<usiz
     }
     tenant.put_entries(entries);
     Ok(count)
-}
-
-/// Reloads one tenant as stored (after another replica announced that its
-/// row changed, or that it was created): loaded, its deployments published
-/// as catalog entries, and its sessions told that the tools changed.
-/// Nothing happens for a tenant that is not stored.
-///
-/// # Errors
-/// [`LoadError`] naming what could not be loaded.
-pub async fn reload(platform: &Platform, id: &str) -> Result<(), LoadError> {
-    if load(platform, Scope::Tenant(id)).await? == 0 {
-        return Ok(());
-    }
-    if let Some(tenant) = platform.tenant(id) {
-        crate::deploy::publish::publish_all(platform, &tenant).await?;
-    }
-    platform.tools_changed(id).await;
-    Ok(())
 }

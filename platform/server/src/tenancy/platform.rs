@@ -16,12 +16,12 @@ use pilotage_protocol::retention::Retention;
 use pilotage_store::Store;
 use pilotage_store::sealing::SecretBox;
 
+use super::deploy_state::Deployments;
 use super::in_flight::InFlight;
+use super::leases::{IdempotencySettings, Leases};
 use super::principal::Principal;
 use super::tenant::{LanguageSlot, Tenant};
 use super::validation_cache::ValidationCache;
-use crate::deploy::state::Deployments;
-use crate::operations::leases::{IdempotencySettings, Leases};
 
 /// Who hears that a tenant's tool list changed (Part III §4.7): the MCP
 /// binding's sessions and subscriptions implement it, so the platform

@@ -3,8 +3,8 @@
 //! catalog, promoted programs, data sources, quotas and the per-replica
 //! counters its quotas are checked against.
 
+use super::policy::Policy;
 use crate::egress::Confinement;
-use crate::policy::Policy;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -19,8 +19,8 @@ use pilotage_protocol::manifest::{LanguageEntry, Manifest};
 use pilotage_protocol::retention::Retention;
 
 use super::principal::Principal;
+use super::promotion::PromotedProgram;
 use crate::datasource::attached::AttachedSource;
-use crate::invocation::promotion::PromotedProgram;
 
 /// One Language as a tenant exposes it.
 #[derive(Clone, Debug)]

@@ -155,7 +155,10 @@ impl BrokerSecret {
         // As large as a webhook event may be (the event becomes part of the
         // firing's stored Run); a larger message ends the connection, which
         // is reconnected.
-        options.set_max_packet_size(crate::deploy::model::MAX_EVENT_BYTES, crate::deploy::model::MAX_EVENT_BYTES);
+        options.set_max_packet_size(
+            crate::deployments::model::MAX_EVENT_BYTES,
+            crate::deployments::model::MAX_EVENT_BYTES,
+        );
         if let Some(username) = &self.username {
             options.set_credentials(username, &self.password);
         }

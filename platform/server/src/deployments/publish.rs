@@ -7,7 +7,7 @@
 use pilotage_store::StoreError;
 
 use super::model::{DecodeError, Deployment, entry_id, of_tenant};
-use crate::fleet::announce::{Change, announce};
+use crate::changes::{Change, announce};
 use crate::tenancy::{Platform, Tenant};
 
 /// Occurs when a deployment's catalog entry cannot be published.

@@ -2,7 +2,9 @@
 //! "Scale-out"): a replica that changes a tenant's state stores it as
 //! before, changes its own memory, then [`announce`]s which item changed:
 //! a row in the store's change log and a `NOTIFY` in one transaction
-//! (`fleet::follow` applies them on every other replica).
+//! (`fleet::follow` applies them on every other replica). Below
+//! everything that changes a tenant (policy, deployments, operations, the
+//! admin API), it imports only the tenancy it announces for.
 
 use pilotage_engine::clock::system_now_ms;
 use pilotage_store::ChangeRow;

@@ -13,11 +13,11 @@ use pilotage_protocol::risk::RiskHints;
 use pilotage_store::{DeploymentPut, DeploymentRow, StoreError};
 use serde_json::Value;
 
-use super::broker::{BrokerError, check_filter};
-use super::model::{MQTT_SECRET_PREFIX, WEBHOOK_SECRET_PREFIX, next_due};
-use super::publish::changed;
-use super::schedule::{Schedule, ScheduleError};
-use crate::operations::Context;
+use super::Context;
+use crate::deployments::broker::{BrokerError, check_filter};
+use crate::deployments::model::{MQTT_SECRET_PREFIX, WEBHOOK_SECRET_PREFIX, next_due};
+use crate::deployments::publish::changed;
+use crate::deployments::schedule::{Schedule, ScheduleError};
 use crate::tenancy::LanguageSlot;
 
 /// Why an installation was refused; its message is the installation Run's

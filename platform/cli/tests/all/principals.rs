@@ -5,7 +5,8 @@
 //! tasks, idempotency keys, stored Runs, approvals and who may decide
 //! them, budgets; and the audit log names the credential's kind and issuer,
 //! so a token whose subject is "operator" is never read as the operator
-//! token. Through the real endpoint, on SQLite and PostgreSQL.
+//! token. Through the real endpoint, on SQLite and PostgreSQL, and across
+//! two replicas sharing PostgreSQL for the sessions.
 
 use pilotage_client::Connection;
 use pilotage_server::auth::{AuthMode, IssuerConfig};
@@ -211,4 +212,50 @@ async fn one_subject_of_two_issuers_is_two_principals_on_sqlite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_subject_of_two_issuers_is_two_principals_on_postgres() {
     one_subject_of_two_issuers_is_two_principals(Backend::Postgres).await;
+}
+
+/// Across replicas: a session opened on one replica by the first issuer's
+/// "alice" is, on another replica sharing the store, unknown to the second
+/// issuer's "alice" (the same answer as an unknown id, byte for byte) and
+/// served to its owner. The stored session names its issuer (migration 15).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_belongs_to_its_issuers_subject_on_every_replica() {
+    let (first, second) = (ec_key("first-1"), ec_key("second-1"));
+    let (first_jwks, second_jwks) = (jwks(vec![first.jwk.clone()]).await, jwks(vec![second.jwk.clone()]).await);
+    let database = crate::endpoint::postgres_schema().await;
+    let args = [
+        "--auth",
+        "jwt",
+        "--jwt-issuer",
+        FIRST,
+        "--jwt-jwks-url",
+        &first_jwks.url,
+        "--jwt-issuer",
+        SECOND,
+        "--jwt-jwks-url",
+        &second_jwks.url,
+        "--public-url",
+        PUBLIC_URL,
+    ];
+    let dir = std::env::temp_dir().join(crate::endpoint::unique("issuer-replicas"));
+    let a = crate::fleet::replica_process(&dir, &database, &args).await;
+    let b = crate::fleet::replica_process(&dir, &database, &args).await;
+    let token = |key: &Key, issuer: &str| {
+        sign(
+            key,
+            &json!({"iss": issuer, "aud": format!("{PUBLIC_URL}/mcp"), "sub": "alice", "tenant": "demo",
+                          "scope": MCP, "iat": now(), "nbf": now() - 5, "exp": now() + 600}),
+        )
+    };
+    let (first_alice, second_alice) = (token(&first, FIRST), token(&second, SECOND));
+    let (on_a, on_b) = (format!("http://{}/mcp", a.addr), format!("http://{}/mcp", b.addr));
+    let session = opened(&on_a, Some(&first_alice)).await;
+    let foreign = answer(reqwest::Method::POST, &on_b, &second_alice, &session, &[]).await;
+    let unknown = answer(reqwest::Method::POST, &on_b, &second_alice, &unknown_id(), &[]).await;
+    assert_eq!(foreign, unknown, "{}", String::from_utf8_lossy(&foreign.1));
+    assert_eq!(foreign.0, 404);
+    let own = answer(reqwest::Method::POST, &on_b, &first_alice, &session, &[]).await;
+    assert_eq!(own.0, 200, "the owner is served on the other replica: {}", String::from_utf8_lossy(&own.1));
+    drop((a, b));
+    let _ = std::fs::remove_dir_all(dir);
 }

@@ -75,18 +75,22 @@ where
     }
 }
 
-/// Drops the MCP library's ERROR that a response could not be sent while a
-/// stateless request was drained because its stream was already closed
-/// (`rmcp::service`, "failed to send pending response during drain",
-/// `channel closed`): a 2026-07-28 client ends `subscriptions/listen` by
-/// closing the stream, after which there is nobody to answer, so every
-/// normal end of a subscription printed an ERROR line. Any other error of
-/// that event (or of the library) still passes.
+/// Drops the MCP library's ERROR that a response could not be sent because
+/// its stream was already closed (`rmcp::service`, "fail to response
+/// message" or "failed to send pending response during drain", with
+/// `channel closed`; which of the two depends on whether the answer came
+/// before or after the request was drained): a 2026-07-28 client ends
+/// `subscriptions/listen` by closing the stream, after which there is
+/// nobody to answer, so every normal end of a subscription printed an
+/// ERROR line. Any other error of those events (or of the library) still
+/// passes.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct ClosedStreams;
 
 impl ClosedStreams {
-    const MESSAGE: &'static str = "failed to send pending response during drain";
+    /// The library's two lines for a response whose stream is gone: sent
+    /// from its main loop, or while it drains a closed request.
+    const MESSAGES: [&'static str; 2] = ["fail to response message", "failed to send pending response during drain"];
 
     fn is_closed_stream(event: &Event<'_>) -> bool {
         /// The event's message and `error` field, as text.
@@ -110,7 +114,7 @@ impl ClosedStreams {
         }
         let mut fields = Fields::default();
         event.record(&mut fields);
-        fields.message == Self::MESSAGE && fields.error == "channel closed"
+        Self::MESSAGES.contains(&fields.message.as_str()) && fields.error == "channel closed"
     }
 }
 

@@ -61,6 +61,16 @@ impl SharedSessions {
         }
     }
 
+    /// Ends session `id` in the store, so that no replica restores it
+    /// (logged when the store cannot be written: the session's own close
+    /// tries again).
+    pub(crate) async fn end(&self, id: &str) {
+        if let Err(error) = self.store.session_end(id).await {
+            tracing::error!(session = %id, %error, "cannot end a stored session");
+        }
+        self.touched.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+    }
+
     /// Notes that this replica serves session `id` now; refreshes its
     /// `last_seen` in the store when this replica last did so more than
     /// [`TOUCH_EVERY`] ago (in the background).

@@ -98,9 +98,10 @@ fn mcp_service(
     let factory = platform.clone();
     let listeners = listeners.clone();
     let manager = Arc::new(ObservedSessions::new(sessions, on_close, bindings.clone()));
-    // A session evicted at the ceiling (its binding already ended) is
-    // closed here: its transport and runs go, and with replicas it ends
-    // fleet-wide, so no replica restores it.
+    // A session evicted at the ceiling (its binding already ended, and with
+    // replicas its stored row too, before the new session opened) is closed
+    // here: its transport and runs go; the stored row is ended again in
+    // case that first write failed.
     let closer = manager.clone();
     let store = platform.store().clone();
     let fleet = shared.is_some();

@@ -141,6 +141,12 @@ pub(crate) async fn session_binding(State(layer): State<SessionBinding>, mut req
         Ok(Reserved { reservation, evicted }) => {
             if let Some(evicted) = evicted {
                 tracing::info!(tenant = %caller.tenant, issuer = %caller.issuer, subject = %caller.subject, session = %evicted, "the principal's least recently used idle MCP session was closed to make room for a new one");
+                // Ended in the shared store before the new session opens:
+                // until then its principal could restore it on any replica
+                // (this one included, its binding being gone here).
+                if let Some(shared) = &layer.shared {
+                    shared.end(&evicted).await;
+                }
                 let _ = layer.evictions.send(evicted);
             }
             PendingSession::new(reservation)

@@ -236,17 +236,16 @@ async fn serve_shuts_down_gracefully_on_sigterm() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `pilotage serve` whose stderr reader is gone (a log shipper that died,
-/// `serve 2>&1 | head -2`) still stops on SIGTERM, exiting 0; before, the
-/// line it writes on its way down panicked the task that stops it, and it
-/// ran on until SIGKILL.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn serve_stops_on_sigterm_after_its_log_reader_is_gone() {
+/// `pilotage serve` on a free loopback port and the data folder `dir`, its
+/// stdout and stderr piped: the child, its log lines (after the line
+/// announcing `/mcp`) and the MCP URL.
+async fn serve_with_its_log(
+    dir: &std::path::Path,
+) -> (tokio::process::Child, tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStderr>>, String) {
     use tokio::io::AsyncBufReadExt;
-    let dir = std::env::temp_dir().join(crate::endpoint::unique("orphaned-log"));
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_pilotage"))
         .args(["serve", "--listen", "127.0.0.1:0", "--demo-postgres", "off", "--data-dir"])
-        .arg(&dir)
+        .arg(dir)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
@@ -254,6 +253,17 @@ async fn serve_stops_on_sigterm_after_its_log_reader_is_gone() {
         .unwrap();
     let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
     let url = crate::support::mcp_url_announced(&mut lines).await;
+    (child, lines, url)
+}
+
+/// `pilotage serve` whose stderr reader is gone (a log shipper that died,
+/// `serve 2>&1 | head -2`) still stops on SIGTERM, exiting 0; before, the
+/// line it writes on its way down panicked the task that stops it, and it
+/// ran on until SIGKILL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_stops_on_sigterm_after_its_log_reader_is_gone() {
+    let dir = std::env::temp_dir().join(crate::endpoint::unique("orphaned-log"));
+    let (mut child, lines, url) = serve_with_its_log(&dir).await;
     // The readers go away; the server is still serving.
     drop(lines);
     drop(child.stdout.take());
@@ -290,18 +300,9 @@ fn request_2026(url: &str, id: u64, method: &str, mut params: serde_json::Value)
 /// library's other lines still reach the log (a refused read's WARN).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_closing_its_listen_stream_logs_no_error() {
-    use tokio::io::AsyncBufReadExt;
     pilotage_client::install_crypto_provider();
     let dir = std::env::temp_dir().join(unique("closed-stream"));
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_pilotage"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--demo-postgres", "off", "--data-dir"])
-        .arg(&dir)
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = crate::support::mcp_url_announced(&mut lines).await;
+    let (mut child, mut lines, url) = serve_with_its_log(&dir).await;
     let logged = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let sink = logged.clone();
     tokio::spawn(async move {

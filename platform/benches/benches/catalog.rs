@@ -136,6 +136,7 @@ async fn prepare(backend: &str) -> Result<Prepared, String> {
             quotas: serde_json::to_string(&Quotas::default()).expect("quotas serialize"),
             egress: "{}".to_owned(),
             policy: "{}".to_owned(),
+            issuers: "[]".to_owned(),
             created_at: 0,
         })
         .await

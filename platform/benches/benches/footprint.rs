@@ -239,6 +239,7 @@ async fn write_tenants(dir: &Path, from: u64, count: u64) {
             quotas: Value::Object(Default::default()).to_string(),
             egress: "{}".to_owned(),
             policy: "{}".to_owned(),
+            issuers: "[]".to_owned(),
             created_at: 0,
         };
         store.tenant_insert(&row).await.expect("a tenant is stored");

@@ -557,6 +557,19 @@ impl Settings {
             }
             _ => {}
         }
+        // One entry per issuer: a token is checked against the first entry
+        // naming its `iss`, so a second would silently never apply.
+        for (n, issuer) in self.auth.issuers.iter().enumerate() {
+            if self.auth.issuers[..n].iter().any(|earlier| earlier.issuer == issuer.issuer) {
+                return Err(ConfigError::Invalid {
+                    field: "auth",
+                    message: format!(
+                        "the issuer {} is listed twice; list every tenant it serves in one entry's `tenants`",
+                        issuer.issuer
+                    ),
+                });
+            }
+        }
         if !self.languages.is_empty() && !self.demo {
             return Err(ConfigError::Invalid {
                 field: "languages",

@@ -185,12 +185,15 @@ pub fn authenticator(settings: &Settings, platform: &Platform) -> Result<Arc<Aut
     use crate::auth::AuthMode;
     let resource = settings.resource();
     let verifier = match settings.auth.mode {
-        AuthMode::Jwt => Some(Arc::new(crate::auth::jwt::JwtVerifier::new(
-            &settings.auth.issuers,
-            resource.clone(),
-            settings.auth.leeway_secs,
-            platform.http().clone(),
-        )?)),
+        AuthMode::Jwt => Some(Arc::new(
+            crate::auth::jwt::JwtVerifier::new(
+                &settings.auth.issuers,
+                &settings.public_url(),
+                settings.auth.leeway_secs,
+                platform.http().clone(),
+            )?
+            .with_stored_issuers(platform.clone()),
+        )),
         AuthMode::Dev => None,
     };
     let dev = match settings.auth.mode {
@@ -204,6 +207,7 @@ pub fn authenticator(settings: &Settings, platform: &Platform) -> Result<Arc<Aut
         dev,
         metadata_url: format!("{}/.well-known/oauth-protected-resource", settings.public_url()),
         resource,
+        public_url: settings.public_url().trim_end_matches('/').to_owned(),
     }))
 }
 

@@ -48,6 +48,7 @@ migrations![
     (13, "run status", "0013_run_status"),
     (14, "ended sign ins", "0014_ended_sign_ins"),
     (15, "principal issuer", "0015_principal_issuer"),
+    (16, "tenant issuers", "0016_tenant_issuers"),
 ];
 
 fn migration(version: i64, description: &'static str, sql: &'static str) -> Migration {

@@ -23,6 +23,9 @@ pub struct TenantRow {
     /// Its policy on risk (JSON, `{}` when unset;
     /// `pilotage_server::policy::Policy`).
     pub policy: String,
+    /// The identity providers trusted for it (JSON, `[]` when none;
+    /// `pilotage_server::auth::IssuerConfig` each).
+    pub issuers: String,
     /// When it was created.
     pub created_at: i64,
 }
@@ -34,7 +37,7 @@ impl Store {
     /// [`StoreError`] when the write fails.
     pub async fn tenant_insert(&self, row: &TenantRow) -> Result<bool, StoreError> {
         let inserted = sqlx::query(
-            "INSERT INTO tenants (id, name, disabled, quotas, created_at, egress, policy) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (id) DO NOTHING",
+            "INSERT INTO tenants (id, name, disabled, quotas, created_at, egress, policy, issuers) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (id) DO NOTHING",
         )
         .bind(&row.id)
         .bind(&row.name)
@@ -43,6 +46,7 @@ impl Store {
         .bind(row.created_at)
         .bind(&row.egress)
         .bind(&row.policy)
+        .bind(&row.issuers)
         .execute(&self.pool)
         .await?
         .rows_affected();
@@ -56,7 +60,7 @@ impl Store {
     pub async fn tenants(&self, scope: Scope<'_>) -> Result<Vec<TenantRow>, StoreError> {
         let rows = scope
             .query(
-                "SELECT id, name, disabled, quotas, created_at, egress, policy FROM tenants {where} ORDER BY id",
+                "SELECT id, name, disabled, quotas, created_at, egress, policy, issuers FROM tenants {where} ORDER BY id",
                 "id",
                 None,
             )
@@ -73,21 +77,24 @@ impl Store {
         Ok(self.tenants(Scope::Tenant(id)).await?.into_iter().next())
     }
 
-    /// Updates a tenant's name, state, quotas, egress policy and policy on
-    /// risk.
+    /// Updates a tenant's name, state, quotas, egress policy, policy on
+    /// risk and trusted issuers.
     ///
     /// # Errors
     /// [`StoreError`] when the write fails.
     pub async fn tenant_update(&self, row: &TenantRow) -> Result<(), StoreError> {
-        sqlx::query("UPDATE tenants SET name = $1, disabled = $2, quotas = $3, egress = $4, policy = $5 WHERE id = $6")
-            .bind(&row.name)
-            .bind(i64::from(row.disabled))
-            .bind(&row.quotas)
-            .bind(&row.egress)
-            .bind(&row.policy)
-            .bind(&row.id)
-            .execute(&self.pool)
-            .await?;
+        sqlx::query(
+            "UPDATE tenants SET name = $1, disabled = $2, quotas = $3, egress = $4, policy = $5, issuers = $6 WHERE id = $7",
+        )
+        .bind(&row.name)
+        .bind(i64::from(row.disabled))
+        .bind(&row.quotas)
+        .bind(&row.egress)
+        .bind(&row.policy)
+        .bind(&row.issuers)
+        .bind(&row.id)
+        .execute(&self.pool)
+        .await?;
         Ok(())
     }
 
@@ -133,6 +140,7 @@ fn tenant_row(row: &AnyRow) -> Result<TenantRow, StoreError> {
         quotas: row.try_get("quotas")?,
         egress: row.try_get("egress")?,
         policy: row.try_get("policy")?,
+        issuers: row.try_get("issuers")?,
         created_at: row.try_get("created_at")?,
     })
 }

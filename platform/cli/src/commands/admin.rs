@@ -63,6 +63,56 @@ pub(crate) enum TenantCommand {
         /// The component file.
         component: PathBuf,
     },
+    /// List the identity providers trusted for a tenant.
+    Issuers {
+        /// The tenant id.
+        id: String,
+    },
+    /// Trust an identity provider for a tenant: its tokens act in that
+    /// tenant only and never grant pilotage:admin (replaces the issuer's
+    /// earlier entry).
+    Trust {
+        /// The tenant id.
+        id: String,
+        /// The `iss` its tokens carry, byte for byte.
+        #[arg(long)]
+        issuer: String,
+        /// Where its signing keys are published.
+        #[arg(long)]
+        jwks_url: String,
+        /// An accepted algorithm (repeatable; default RS256 and ES256).
+        #[arg(long = "algorithm")]
+        algorithms: Vec<String>,
+        /// The `aud` its tokens carry for the MCP resource, when not its
+        /// URL (Entra ID: the API's client id).
+        #[arg(long)]
+        audience: Option<String>,
+        /// The `aud` its tokens carry for the admin side, when not
+        /// `<public url>/admin/v1`.
+        #[arg(long)]
+        admin_audience: Option<String>,
+        /// The claim naming the tenant, when its tokens name one.
+        #[arg(long)]
+        tenant_claim: Option<String>,
+        /// Name the tenant by the resource the token was issued for
+        /// (`<public url>/t/{tenant}/mcp`) instead of a claim.
+        #[arg(long)]
+        tenant_from_resource: bool,
+        /// A scope it may grant (repeatable; default: every one).
+        #[arg(long = "scope")]
+        scopes: Vec<String>,
+        /// Require RFC 9068 access tokens (`typ` at+jwt).
+        #[arg(long)]
+        access_token_type: bool,
+    },
+    /// Stop trusting an identity provider for a tenant.
+    Distrust {
+        /// The tenant id.
+        id: String,
+        /// The `iss` to stop trusting.
+        #[arg(long)]
+        issuer: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -333,11 +383,68 @@ pub(crate) async fn tenant_command(args: AdminArgs<TenantCommand>) -> Result<Exi
         TenantCommand::Publish { id, component } => {
             return publish(&args.server, args.admin_token.as_deref(), &id, &component).await;
         }
+        TenantCommand::Issuers { id } => {
+            client.send(reqwest::Method::GET, &format!("/tenants/{id}"), None, "").await?["issuers"].take()
+        }
+        TenantCommand::Trust {
+            id,
+            issuer,
+            jwks_url,
+            algorithms,
+            audience,
+            admin_audience,
+            tenant_claim,
+            tenant_from_resource,
+            scopes,
+            access_token_type,
+        } => {
+            let mut entry = serde_json::json!({"issuer": issuer, "jwks_url": jwks_url});
+            if !algorithms.is_empty() {
+                entry["algorithms"] = serde_json::json!(algorithms);
+            }
+            for (name, value) in
+                [("audience", audience), ("admin_audience", admin_audience), ("tenant_claim", tenant_claim)]
+            {
+                if let Some(value) = value {
+                    entry[name] = Value::String(value);
+                }
+            }
+            if tenant_from_resource {
+                entry["tenant_from"] = Value::String("resource".into());
+            }
+            if !scopes.is_empty() {
+                entry["scopes"] = serde_json::json!(scopes);
+            }
+            if access_token_type {
+                entry["access_token_type"] = Value::Bool(true);
+            }
+            let mut issuers = tenant_issuers(&client, &id).await?;
+            issuers.retain(|held| held["issuer"].as_str() != Some(issuer.as_str()));
+            issuers.push(entry);
+            let body = serde_json::json!({"issuers": issuers});
+            client.json(reqwest::Method::PATCH, &format!("/tenants/{id}"), &body).await?["issuers"].take()
+        }
+        TenantCommand::Distrust { id, issuer } => {
+            let mut issuers = tenant_issuers(&client, &id).await?;
+            let before = issuers.len();
+            issuers.retain(|held| held["issuer"].as_str() != Some(issuer.as_str()));
+            if issuers.len() == before {
+                anyhow::bail!("tenant '{id}' does not trust {issuer}");
+            }
+            let body = serde_json::json!({"issuers": issuers});
+            client.json(reqwest::Method::PATCH, &format!("/tenants/{id}"), &body).await?["issuers"].take()
+        }
     };
     if !value.is_null() {
         print_json(&value)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The issuers `tenant` trusts, as the admin API shows them.
+async fn tenant_issuers(client: &AdminClient, tenant: &str) -> Result<Vec<Value>> {
+    let shown = client.send(reqwest::Method::GET, &format!("/tenants/{tenant}"), None, "").await?;
+    Ok(shown["issuers"].as_array().cloned().unwrap_or_default())
 }
 
 pub(crate) async fn datasource_command(args: AdminArgs<DatasourceCommand>) -> Result<ExitCode> {

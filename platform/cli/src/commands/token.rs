@@ -17,7 +17,8 @@ pub(crate) enum TokenCommand {
         /// The data folder holding the development secret.
         #[arg(long, env = "PILOTAGE_DATA_DIR", default_value = ".pilotage")]
         data_dir: PathBuf,
-        /// The server's public URL (the token's audience is <url>/mcp).
+        /// The server's public URL (the token's audience is <url>/mcp, or
+        /// <url>/admin/v1 when its scopes are admin-side ones).
         #[arg(long, env = "PILOTAGE_PUBLIC_URL", default_value = "http://127.0.0.1:8480")]
         public_url: String,
         /// The tenant.

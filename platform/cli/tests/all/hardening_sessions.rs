@@ -440,7 +440,7 @@ async fn a_slow_key_refresh_does_not_hold_up_known_keys() {
     let mut settings = settings(Backend::Sqlite).await;
     settings.auth.mode = AuthMode::Jwt;
     settings.auth.issuers =
-        vec![IssuerConfig { issuer: ISSUER.into(), jwks_url: jwks.url.clone(), algorithms: vec!["ES256".into()] }];
+        vec![IssuerConfig { algorithms: vec!["ES256".into()], ..IssuerConfig::new(ISSUER, &jwks.url) }];
     settings.public_url = Some(PUBLIC_URL.into());
     settings.allowed_hosts = vec!["127.0.0.1".into(), "localhost".into(), "pilotage.test".into()];
     let server = server(settings).await;

@@ -106,6 +106,15 @@ fn the_chart_settings_file_is_one_the_server_accepts() {
     assert_eq!(production.auth.mode, AuthMode::Jwt);
     assert!(!production.demo);
     assert_eq!(production.resource(), "https://pilotage.example.com/mcp");
+    // A customer's issuer reached the file tied to its tenant, with its
+    // audience and the scopes it may grant.
+    let customer = &production.auth.issuers[1];
+    assert_eq!(
+        (customer.tenants.as_slice(), customer.audience.as_deref()),
+        (&["acme".to_owned()][..], Some("api://pilotage-acme"))
+    );
+    assert_eq!(customer.scopes.as_deref(), Some(&["pilotage:mcp".to_owned(), "pilotage:approve".to_owned()][..]));
+    assert!(!customer.is_operators() && production.auth.issuers[0].is_operators());
     // The production values' policy of tenant acme reached the file as
     // `[policies.acme]` and reads as the server's policy.
     let acme = production.policies.get("acme").expect("acme's policy in the settings file");
@@ -118,9 +127,8 @@ fn the_chart_settings_file_is_one_the_server_accepts() {
     let mut default = rendered_settings("default");
     assert!(matches!(default.check(), Err(ConfigError::Invalid { field: "auth", .. })), "{:?}", default.check());
     default.auth.issuers.push(IssuerConfig {
-        issuer: "https://issuer.example/".into(),
-        jwks_url: "https://issuer.example/jwks.json".into(),
         algorithms: vec!["RS256".into()],
+        ..IssuerConfig::new("https://issuer.example/", "https://issuer.example/jwks.json")
     });
     default.check().unwrap_or_else(|error| panic!("the server would refuse the default settings: {error}"));
     assert!(default.listen.ip().is_unspecified(), "{}", default.listen);

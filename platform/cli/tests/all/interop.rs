@@ -64,10 +64,10 @@ pub fn python_sdk() -> String {
 }
 
 /// What a client script reported.
-struct Report {
-    status: std::process::ExitStatus,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Report {
+    pub(crate) status: std::process::ExitStatus,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
 }
 
 fn read_all(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
@@ -80,7 +80,7 @@ fn read_all(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<Str
 
 /// Runs `program script args…` from the repository root, killing it
 /// after [`SCRIPT_TIMEOUT`].
-fn run_script(program: &str, script: &Path, args: &[String]) -> Report {
+pub(crate) fn run_script(program: &str, script: &Path, args: &[String]) -> Report {
     let mut child = Command::new(program)
         .arg(script)
         .args(args)

@@ -27,6 +27,7 @@ mod main_job;
 mod mcp_apps;
 mod mcp_server;
 mod narration;
+mod oauth_resources;
 mod policy;
 mod principals;
 mod protocol_schema;

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use crate::endpoint::{Backend, server, settings};
 use crate::hardening_sessions::{answer, opened, unknown_id};
-use crate::tenancy::{ADMIN_TOKEN, Jwks, Key, PUBLIC_URL, admin, ec_key, jwks, now, result, sign};
+use crate::tenancy::{ADMIN_TOKEN, Jwks, Key, PUBLIC_URL, admin, audience_for, ec_key, jwks, now, result, sign};
 
 const FIRST: &str = "https://first-issuer.test";
 const SECOND: &str = "https://second-issuer.test";
@@ -39,9 +39,8 @@ impl TwoIssuers {
         settings.auth.issuers = [(FIRST, &jwks.0), (SECOND, &jwks.1)]
             .into_iter()
             .map(|(issuer, jwks)| IssuerConfig {
-                issuer: issuer.into(),
-                jwks_url: jwks.url.clone(),
                 algorithms: vec!["ES256".into()],
+                ..IssuerConfig::new(issuer, &jwks.url)
             })
             .collect();
         settings.public_url = Some(PUBLIC_URL.into());
@@ -63,7 +62,7 @@ impl TwoIssuers {
     /// tenant holding `scope`.
     fn token(&self, issuer: &str, subject: &str, scope: &str) -> String {
         let key = if issuer == FIRST { &self.first } else { &self.second };
-        let claims = json!({"iss": issuer, "aud": format!("{PUBLIC_URL}/mcp"), "sub": subject, "tenant": "demo",
+        let claims = json!({"iss": issuer, "aud": audience_for(scope), "sub": subject, "tenant": "demo",
                             "scope": scope, "iat": now(), "nbf": now() - 5, "exp": now() + 600});
         sign(key, &claims)
     }

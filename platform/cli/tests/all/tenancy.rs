@@ -26,7 +26,7 @@ pub(crate) const ADMIN_TOKEN: &str = "operator-token-for-tests-0123456789";
 pub(crate) struct Key {
     pub(crate) kid: String,
     algorithm: Algorithm,
-    encoding: EncodingKey,
+    pub(crate) encoding: EncodingKey,
     pub(crate) jwk: Value,
     public_pem: String,
 }
@@ -66,8 +66,15 @@ pub(crate) fn now() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
 }
 
-fn claims(tenant: Value, subject: &str, scope: &str) -> Value {
-    json!({"iss": ISSUER, "aud": format!("{PUBLIC_URL}/mcp"), "sub": subject, "tenant": tenant, "scope": scope,
+/// The audience a token holding `scope` is issued for: the admin API's
+/// resource for an admin-side scope, the MCP resource otherwise.
+pub(crate) fn audience_for(scope: &str) -> String {
+    let admin_side = scope.split_whitespace().any(|s| pilotage_server::auth::ADMIN_SIDE_SCOPES.contains(&s));
+    if admin_side { format!("{PUBLIC_URL}/admin/v1") } else { format!("{PUBLIC_URL}/mcp") }
+}
+
+pub(crate) fn claims(tenant: Value, subject: &str, scope: &str) -> Value {
+    json!({"iss": ISSUER, "aud": audience_for(scope), "sub": subject, "tenant": tenant, "scope": scope,
            "iat": now(), "nbf": now() - 5, "exp": now() + 600})
 }
 
@@ -102,11 +109,7 @@ pub(crate) async fn jwks(keys: Vec<Value>) -> Jwks {
 async fn jwt_server(jwks: &Jwks) -> Server {
     let mut settings = settings(Backend::Sqlite).await;
     settings.auth.mode = AuthMode::Jwt;
-    settings.auth.issuers = vec![IssuerConfig {
-        issuer: ISSUER.into(),
-        jwks_url: jwks.url.clone(),
-        algorithms: vec!["RS256".into(), "ES256".into()],
-    }];
+    settings.auth.issuers = vec![IssuerConfig::new(ISSUER, &jwks.url)];
     settings.public_url = Some(PUBLIC_URL.into());
     settings.allowed_hosts = vec!["127.0.0.1".into(), "localhost".into(), "pilotage.test".into()];
     settings.admin_token = Some(ADMIN_TOKEN.into());
@@ -168,9 +171,6 @@ async fn bad_tokens_are_refused_with_401_and_good_ones_accepted() {
     let mut unknown_kid = Key { kid: "nobody".into(), ..rsa_key("nobody") };
     unknown_kid.jwk = Value::Null;
     bad.push(("unknown kid", sign(&unknown_kid, &good)));
-    let mut no_tenant = good.clone();
-    no_tenant.as_object_mut().unwrap().remove("tenant");
-    bad.push(("missing tenant claim", sign(&rsa, &no_tenant)));
     let (_, world) = server.demo_world.as_ref().unwrap();
     let run = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "run_workflow",
         "arguments": {"workflow": crate::endpoint::spec_program(), "input": {"userId": "42"}}}});
@@ -189,6 +189,15 @@ async fn bad_tokens_are_refused_with_401_and_good_ones_accepted() {
         assert_eq!(response.status(), 401, "{what}: a tool call got through");
     }
     assert!(world.calls().is_empty(), "a refused request executed something");
+
+    // A good token naming no tenant: 403 saying so (another sign-in would
+    // not help, so it is not a 401).
+    let mut no_tenant = good.clone();
+    no_tenant.as_object_mut().unwrap().remove("tenant");
+    let response = post_with(&url, Some(&sign(&rsa, &no_tenant))).await;
+    assert_eq!(response.status(), 403);
+    let challenge = response.headers()["www-authenticate"].to_str().unwrap().to_owned();
+    assert!(challenge.contains("error_description=\"the token names no tenant"), "{challenge}");
 
     // Missing scope: 403 naming the scope.
     let response = post_with(&url, Some(&sign(&rsa, &claims(json!("demo"), "alice", "openid")))).await;

@@ -62,7 +62,21 @@ pub(crate) async fn require_admin(State(state): State<AdminState>, mut request: 
             request.extensions_mut().insert(admin);
             next.run(request).await
         }
-        Err(error) => error.into_response(),
+        Err(error) => {
+            let unauthorized = error.status == StatusCode::UNAUTHORIZED;
+            let mut response = error.into_response();
+            // An OAuth client finds where to get a token for this resource
+            // (RFC 9728 §5.1), as it does at the MCP resource.
+            if unauthorized
+                && let Ok(value) = axum::http::HeaderValue::from_str(&format!(
+                    "Bearer resource_metadata=\"{}/.well-known/oauth-protected-resource/admin/v1\"",
+                    state.auth.public_url
+                ))
+            {
+                response.headers_mut().insert(axum::http::header::WWW_AUTHENTICATE, value);
+            }
+            response
+        }
     }
 }
 

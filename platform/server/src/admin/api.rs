@@ -12,7 +12,8 @@ use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
 
 use crate::auth::middleware::Authenticator;
-use crate::auth::{ADMIN_SCOPE, APPROVE_SCOPE, AuthMode, CONSOLE_SCOPE, TENANT_ADMIN_SCOPE};
+use crate::auth::middleware::token_tenants;
+use crate::auth::{ADMIN_SCOPE, APPROVE_SCOPE, AuthMode, CONSOLE_SCOPE, Resource, TENANT_ADMIN_SCOPE};
 use crate::tenancy::{Identity, Platform, Tenant};
 use pilotage_store::AuditRow;
 
@@ -180,9 +181,10 @@ pub(super) async fn authorize(state: &AdminState, headers: &HeaderMap) -> Result
         .ok_or_else(|| ApiError::unauthorized("an admin credential is required (Authorization: Bearer …)"))?;
     match credential(state, &token).await? {
         Credential::Admin(admin) => Ok(admin),
-        Credential::Scoped { .. } | Credential::Other(_) => {
+        Credential::Scoped { .. } => {
             Err(ApiError::forbidden(&format!("the credential holds neither {ADMIN_SCOPE} nor {TENANT_ADMIN_SCOPE}")))
         }
+        Credential::Other(why) => Err(ApiError::forbidden(&why)),
     }
 }
 
@@ -204,7 +206,8 @@ pub(crate) enum Credential {
         /// Holds `pilotage:console`.
         console: bool,
     },
-    /// Nothing here (another scope); the subject, for the message.
+    /// Nothing here: a valid credential of another scope, or an agent's
+    /// token (issued for the MCP resource); why, for the message.
     Other(String),
 }
 
@@ -233,31 +236,58 @@ pub(crate) async fn credential_until(state: &AdminState, token: &str) -> Result<
     {
         return Ok((Credential::Admin(Admin::Operator(Identity::operator_token())), None));
     }
-    let claims = match state.auth.settings.mode {
+    // The admin side is a resource of its own (`<public url>/admin/v1`):
+    // a token issued for the MCP resource, an agent's, is refused here.
+    let verified = match state.auth.settings.mode {
         AuthMode::Jwt => match &state.auth.verifier {
-            Some(verifier) => verifier.verify(token).await,
+            Some(verifier) => verifier.verify(token, Resource::Admin).await.map(|v| (v.claims, Some(v.issuer))),
             None => return Err(ApiError::unauthorized("the credential is not valid")),
         },
         AuthMode::Dev => match &state.auth.dev {
-            Some(dev) => dev.verify(token),
+            Some(dev) => dev.verify(token, Resource::Admin).map(|claims| (claims, None)),
             None => return Err(ApiError::unauthorized("the credential is not valid")),
         },
-    }
-    .map_err(|_| ApiError::unauthorized("the credential is not valid"))?;
+    };
+    let (claims, issuer) = match verified {
+        Ok(verified) => verified,
+        Err(error) => {
+            // An agent's token is a real credential that grants nothing
+            // here: say so rather than "not valid".
+            if agents_token(state, token).await {
+                return Ok((
+                    Credential::Other(format!(
+                        "this is an agent's token, issued for the MCP resource; the admin side accepts tokens issued for {}",
+                        crate::auth::admin_resource(&state.auth.public_url)
+                    )),
+                    None,
+                ));
+            }
+            return Err(ApiError::unauthorized(&format!("the credential is not valid for the admin API: {error}")));
+        }
+    };
     let until = claims.other.get("exp").and_then(Value::as_i64).map(|exp| exp.saturating_mul(1000));
     let scopes = claims.scopes();
     let subject = claims.sub.clone().unwrap_or_default();
-    let issuer = claims.iss.clone().unwrap_or_default();
-    let who = Identity::of_token(&issuer, &subject);
+    let issuer_id = claims.iss.clone().unwrap_or_default();
+    let who = Identity::of_token(&issuer_id, &subject);
+    // `pilotage:admin` was already cut from the tokens of an issuer tied
+    // to tenants (`crate::auth::jwt`).
     if scopes.contains(ADMIN_SCOPE) {
         return Ok((Credential::Admin(Admin::Operator(who)), until));
     }
     let (approve, console) = (scopes.contains(APPROVE_SCOPE), scopes.contains(CONSOLE_SCOPE));
     let tenant_scoped = scopes.contains(TENANT_ADMIN_SCOPE) || approve || console;
     if !tenant_scoped {
-        return Ok((Credential::Other(subject), until));
+        return Ok((
+            Credential::Other(format!(
+                "the credential of '{subject}' holds none of {ADMIN_SCOPE}, {TENANT_ADMIN_SCOPE}, {APPROVE_SCOPE}, {CONSOLE_SCOPE}"
+            )),
+            until,
+        ));
     }
-    let tenants = claims.tenants(&state.auth.settings.tenant_claim);
+    let tenants =
+        token_tenants(&state.auth.settings, &claims, issuer.as_deref(), &state.auth.public_url, Resource::Admin)
+            .map_err(|e| ApiError::forbidden(&e.to_string()))?;
     let [tenant] = tenants.as_slice() else {
         return Err(ApiError::forbidden("a tenant-scoped credential must name exactly one tenant"));
     };
@@ -265,6 +295,44 @@ pub(crate) async fn credential_until(state: &AdminState, token: &str) -> Result<
         return Ok((Credential::Admin(Admin::TenantAdmin { tenant: tenant.clone(), who }), until));
     }
     Ok((Credential::Scoped { tenant: tenant.clone(), who, approve, console }, until))
+}
+
+/// Whether `token` is valid for the MCP resource, `/mcp` or a tenant's
+/// `/t/{tenant}/mcp` (an agent's token).
+async fn agents_token(state: &AdminState, token: &str) -> bool {
+    // The tenant resources the token says it was issued for, checked
+    // below like any other audience.
+    let prefix = format!("{}/t/", state.auth.public_url);
+    let tenants: Vec<Option<String>> = std::iter::once(None)
+        .chain(
+            jsonwebtoken::dangerous::insecure_decode_claims::<crate::auth::Claims>(token)
+                .map(|claims| {
+                    claims
+                        .audiences()
+                        .iter()
+                        .filter_map(|aud| aud.strip_prefix(&prefix)?.strip_suffix("/mcp").map(str::to_owned))
+                        // A token listing many audiences costs a few
+                        // checks, never one per audience.
+                        .take(4)
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default()
+                .into_iter()
+                .map(Some),
+        )
+        .collect();
+    for tenant in &tenants {
+        let mcp = Resource::Mcp { path_tenant: tenant.as_deref() };
+        let valid = match (state.auth.settings.mode, &state.auth.verifier, &state.auth.dev) {
+            (AuthMode::Jwt, Some(verifier), _) => verifier.verify(token, mcp).await.is_ok(),
+            (AuthMode::Dev, _, Some(dev)) => dev.verify(token, mcp).is_ok(),
+            _ => false,
+        };
+        if valid {
+            return true;
+        }
+    }
+    false
 }
 
 pub(super) async fn audit(state: &AdminState, admin: &Admin, action: &str, target: &str, detail: Value) {

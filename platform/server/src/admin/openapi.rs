@@ -52,7 +52,19 @@ pub(crate) fn document() -> Value {
                     "id": {"type": "string", "pattern": "^[a-z0-9][a-z0-9-]{0,62}$"}, "name": {"type": "string"},
                     "quotas": {"$ref": "#/components/schemas/Quotas"}, "egress": {"$ref": "#/components/schemas/Egress"}}},
                 "TenantPatch": {"type": "object", "properties": {"name": {"type": "string"}, "disabled": {"type": "boolean"},
-                    "quotas": {"$ref": "#/components/schemas/Quotas"}, "egress": {"$ref": "#/components/schemas/Egress"}}},
+                    "quotas": {"$ref": "#/components/schemas/Quotas"}, "egress": {"$ref": "#/components/schemas/Egress"},
+                    "issuers": {"type": "array", "items": {"$ref": "#/components/schemas/Issuer"},
+                        "description": "The identity providers trusted for the tenant (operator only; replaces the list). Their tokens act in this tenant only and never grant pilotage:admin."}}},
+                "Issuer": {"type": "object", "required": ["issuer", "jwks_url"], "properties": {
+                    "issuer": {"type": "string", "description": "The tokens' iss, byte for byte."},
+                    "jwks_url": {"type": "string"},
+                    "algorithms": {"type": "array", "items": {"type": "string", "enum": ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA"]}},
+                    "tenant_from": {"type": "string", "enum": ["claim", "resource"]},
+                    "tenant_claim": {"type": "string"},
+                    "audience": {"type": "string", "description": "The aud its tokens carry for the MCP resource, when not its URL."},
+                    "admin_audience": {"type": "string"},
+                    "scopes": {"type": "array", "items": {"type": "string"}},
+                    "access_token_type": {"type": "boolean", "description": "Require typ at+jwt (RFC 9068)."}}},
                 "Egress": {"type": "object", "additionalProperties": false,
                     "description": "Where the tenant may make the platform connect (operator only). Without rules: public addresses only (unless the server's egress.allow_private).",
                     "properties": {
@@ -101,7 +113,7 @@ pub(crate) fn document() -> Value {
             },
             "/tenants/{tenant}": {
                 "get": op("Get a tenant", &with(&[("200", "the tenant"), ("404", "no such tenant")]), None, &["tenant"]),
-                "patch": op("Rename, disable or enable a tenant, or change its quotas or egress rules", &with(&[("200", "updated")]), json_body("TenantPatch"), &["tenant"]),
+                "patch": op("Rename, disable or enable a tenant, or change its quotas, egress rules or trusted issuers", &with(&[("200", "updated")]), json_body("TenantPatch"), &["tenant"]),
                 "delete": op("Delete a tenant and everything it owns", &with(&[("204", "deleted"), ("404", "no such tenant")]), None, &["tenant"])
             },
             "/tenants/{tenant}/languages": {

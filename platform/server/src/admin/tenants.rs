@@ -1,6 +1,6 @@
 //! `/admin/v1/tenants`: create, list, show, change (name, disabled,
-//! quotas) and delete tenants; only an operator creates, changes and
-//! deletes them.
+//! quotas, egress, trusted issuers) and delete tenants; only an operator
+//! creates, changes and deletes them.
 
 use axum::Extension;
 use axum::Json;
@@ -12,6 +12,8 @@ use serde_json::{Value, json};
 
 use super::admission::AdminBody;
 use super::api::{Admin, AdminState, ApiError, ApiResult, audit, parse_json};
+use crate::auth::IssuerConfig;
+use crate::auth::jwt::check_issuer;
 use crate::changes::{Change, announce};
 use crate::egress::EgressPolicy;
 use crate::tenancy::Quotas;
@@ -38,6 +40,7 @@ pub(super) fn tenant_json(row: &TenantRow) -> Value {
     json!({"id": row.id, "name": row.name, "disabled": row.disabled,
            "quotas": serde_json::from_str::<Value>(&row.quotas).unwrap_or(Value::Null),
            "egress": serde_json::from_str::<Value>(&row.egress).unwrap_or(Value::Null),
+           "issuers": serde_json::from_str::<Value>(&row.issuers).unwrap_or(json!([])),
            "policy": policy_json(&row.policy)["policy"], "created_at": row.created_at})
 }
 
@@ -87,6 +90,7 @@ pub(super) async fn tenants_create(
         quotas: serde_json::to_string(&quotas).unwrap_or_default(),
         egress: egress_json(&request.egress.unwrap_or_default())?,
         policy: "{}".to_owned(),
+        issuers: "[]".to_owned(),
         created_at: state.platform.clock().now_ms(),
     };
     let created = state.platform.store().tenant_insert(&row).await?;
@@ -130,6 +134,70 @@ pub(super) struct TenantPatch {
     /// A new egress policy (replaces the old one whole).
     #[serde(default)]
     pub egress: Option<EgressPolicy>,
+    /// The identity providers trusted for the tenant (replaces the list
+    /// whole; `[]` trusts none but the operator's).
+    #[serde(default)]
+    pub issuers: Option<Vec<IssuerConfig>>,
+}
+
+/// The issuers `tenant` is to trust, as stored, once each checks: a URL
+/// for its keys, asymmetric algorithms, not one of the settings' issuers
+/// (the operator's own are configured there), listed once, tied to no
+/// other tenant through its own `tenants`, and configured as any other
+/// tenant trusting the same issuer has it (one issuer, one way of reading
+/// its tokens).
+fn issuers_json(state: &AdminState, tenant: &str, issuers: &[IssuerConfig]) -> Result<String, ApiError> {
+    let mut checked: Vec<IssuerConfig> = Vec::new();
+    for (n, issuer) in issuers.iter().enumerate() {
+        let field = format!("issuers[{n}]");
+        let at = |name: &str| format!("{field}.{name}");
+        if reqwest::Url::parse(&issuer.issuer).is_err() {
+            return Err(ApiError::field(&at("issuer"), format!("'{}' is not a URL", issuer.issuer)));
+        }
+        let jwks = reqwest::Url::parse(&issuer.jwks_url)
+            .map_err(|_| ApiError::field(&at("jwks_url"), format!("'{}' is not a URL", issuer.jwks_url)))?;
+        if !matches!(jwks.scheme(), "https" | "http") {
+            return Err(ApiError::field(&at("jwks_url"), "an http or https URL"));
+        }
+        check_issuer(issuer).map_err(|e| ApiError::field(&at("algorithms"), e.to_string()))?;
+        if !issuer.tenants.is_empty() && issuer.tenants.iter().any(|t| t != tenant) {
+            return Err(ApiError::field(
+                &at("tenants"),
+                format!("an issuer stored with tenant '{tenant}' serves that tenant only; leave `tenants` out"),
+            ));
+        }
+        if state.auth.settings.issuers.iter().any(|own| own.issuer == issuer.issuer) {
+            return Err(ApiError::field(
+                &at("issuer"),
+                format!(
+                    "{} is one of the server's own issuers (its settings); it is not stored with a tenant",
+                    issuer.issuer
+                ),
+            ));
+        }
+        if checked.iter().any(|earlier| earlier.issuer == issuer.issuer) {
+            return Err(ApiError::field(&at("issuer"), format!("{} is listed twice", issuer.issuer)));
+        }
+        let stored = IssuerConfig { tenants: Vec::new(), ..issuer.clone() };
+        for other in state.platform.tenants().iter().filter(|t| t.id != tenant) {
+            if let Some(theirs) =
+                state.platform.tenant_issuers(&other.id).into_iter().find(|t| t.issuer == issuer.issuer)
+                && theirs != stored
+            {
+                return Err(ApiError::new(
+                    StatusCode::CONFLICT,
+                    "conflict",
+                    format!(
+                        "tenant '{}' trusts {} configured otherwise; an issuer is configured alike for every tenant that trusts it",
+                        other.id, issuer.issuer
+                    ),
+                )
+                .at(&field));
+            }
+        }
+        checked.push(stored);
+    }
+    Ok(serde_json::to_string(&checked).unwrap_or_else(|_| "[]".to_owned()))
 }
 
 pub(super) async fn tenants_patch(
@@ -155,18 +223,22 @@ pub(super) async fn tenants_patch(
     if let Some(egress) = &patch.egress {
         row.egress = egress_json(egress)?;
     }
+    if let Some(issuers) = &patch.issuers {
+        row.issuers = issuers_json(&state, &tenant, issuers)?;
+    }
     state.platform.store().tenant_update(&row).await?;
     if state.platform.tenant(&tenant).is_some() {
         apply_row(&state.platform, &row);
     }
     announce(&state.platform, vec![Change::Tenant { tenant: tenant.clone() }]).await;
     let egress = serde_json::from_str::<Value>(&row.egress).unwrap_or(Value::Null);
+    let issuers = serde_json::from_str::<Value>(&row.issuers).unwrap_or(json!([]));
     audit(
         &state,
         &admin,
         "tenant.update",
         &tenant,
-        json!({"disabled": row.disabled, "name": row.name, "egress": egress}),
+        json!({"disabled": row.disabled, "name": row.name, "egress": egress, "issuers": issuers}),
     )
     .await;
     Ok(Json(tenant_json(&row)).into_response())

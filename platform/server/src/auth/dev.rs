@@ -1,13 +1,16 @@
 //! Development tokens: HS256 JWTs signed with a secret kept in the data
 //! folder, issued by `pilotage token mint` for tests and demos. Accepted
-//! only in `--auth dev`, which only runs on loopback.
+//! only in `--auth dev`, which only runs on loopback. As with an issuer's
+//! tokens, the admin side is a resource of its own: a token holding an
+//! admin-side scope is minted for `<public url>/admin/v1`, any other for
+//! `<public url>/mcp`, and neither is accepted by the other.
 
 use std::path::Path;
 
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation, decode, encode};
 use serde_json::json;
 
-use super::{AuthError, AuthSetupError, Claims};
+use super::{ADMIN_SIDE_SCOPES, AuthError, AuthSetupError, Claims, Resource, tenant_resource};
 
 use crate::tenancy::DEV_ISSUER;
 
@@ -15,7 +18,10 @@ use crate::tenancy::DEV_ISSUER;
 #[derive(Clone)]
 pub struct DevTokens {
     secret: Vec<u8>,
+    /// The MCP resource, `<public url>/mcp`.
     audience: String,
+    /// The admin API's resource, `<public url>/admin/v1`.
+    admin_audience: String,
 }
 
 impl std::fmt::Debug for DevTokens {
@@ -26,7 +32,8 @@ impl std::fmt::Debug for DevTokens {
 
 impl DevTokens {
     /// Loads the secret from `data_dir/dev-secret`, creating it when
-    /// missing.
+    /// missing, for tokens of the MCP resource `audience`
+    /// (`<public url>/mcp`) and of the admin API beside it.
     ///
     /// # Errors
     /// [`AuthSetupError::DevSecret`] when the file cannot be read, is not
@@ -43,14 +50,17 @@ impl DevTokens {
                 secret
             }
         };
-        Ok(DevTokens { secret, audience })
+        let public_url = audience.strip_suffix("/mcp").unwrap_or(&audience).to_owned();
+        Ok(DevTokens { secret, admin_audience: super::admin_resource(&public_url), audience })
     }
 
     /// Issues a token for `tenant`/`subject` with `scopes`, valid for
-    /// `ttl_secs`.
+    /// `ttl_secs`: for the admin API when `scopes` are admin-side ones, for
+    /// the MCP resource otherwise.
     ///
     /// # Errors
-    /// [`AuthSetupError::Sign`] when signing fails.
+    /// [`AuthSetupError::Sign`] when signing fails, or when `scopes` mix an
+    /// admin-side scope with others (one token per resource).
     pub fn mint(
         &self,
         tenant: &str,
@@ -59,21 +69,42 @@ impl DevTokens {
         ttl_secs: u64,
     ) -> Result<String, AuthSetupError> {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let admin_side = scopes.iter().filter(|s| ADMIN_SIDE_SCOPES.contains(&s.as_str())).count();
+        let audience = match admin_side {
+            0 => &self.audience,
+            n if n == scopes.len() => &self.admin_audience,
+            _ => {
+                return Err(AuthSetupError::Sign(format!(
+                    "a token is for agents or for the admin side ({}), not both: mint one of each",
+                    ADMIN_SIDE_SCOPES.join(", ")
+                )));
+            }
+        };
         let claims = json!({
-            "iss": DEV_ISSUER, "aud": self.audience, "sub": subject, "tenant": tenant,
+            "iss": DEV_ISSUER, "aud": audience, "sub": subject, "tenant": tenant,
             "scope": scopes.join(" "), "iat": now, "nbf": now, "exp": now + ttl_secs
         });
         let key = EncodingKey::from_secret(&self.secret).map_err(|e| AuthSetupError::Sign(e.to_string()))?;
         encode(&Header::new(Algorithm::HS256), &claims, &key).map_err(|e| AuthSetupError::Sign(e.to_string()))
     }
 
-    /// Checks a development token.
+    /// Checks a development token presented to `resource`.
     ///
     /// # Errors
-    /// [`AuthError::Invalid`] when it is not a valid development token.
-    pub fn verify(&self, token: &str) -> Result<Claims, AuthError> {
+    /// [`AuthError::Invalid`] when it is not a valid development token for
+    /// that resource.
+    pub fn verify(&self, token: &str, resource: Resource<'_>) -> Result<Claims, AuthError> {
+        let audiences = match resource {
+            Resource::Admin => vec![self.admin_audience.clone()],
+            Resource::Mcp { path_tenant } => {
+                let public_url = self.audience.strip_suffix("/mcp").unwrap_or(&self.audience);
+                let mut audiences = vec![self.audience.clone()];
+                audiences.extend(path_tenant.map(|tenant| tenant_resource(public_url, tenant)));
+                audiences
+            }
+        };
         let mut validation = Validation::new(Algorithm::HS256);
-        validation.set_audience(&[&self.audience]);
+        validation.set_audience(&audiences);
         validation.set_issuer(&[DEV_ISSUER]);
         validation.leeway = 30;
         validation.validate_nbf = true;

@@ -17,7 +17,10 @@ use serde_json::json;
 
 use super::dev::DevTokens;
 use super::jwt::JwtVerifier;
-use super::{ADMIN_SCOPE, AuthError, AuthMode, AuthSettings, Claims, MCP_SCOPE, Principal, TENANT_ADMIN_SCOPE};
+use super::{
+    ADMIN_SIDE_SCOPES, AuthError, AuthMode, AuthSettings, Claims, IssuerConfig, Principal, Resource, TenantFrom,
+    admin_resource, tenant_resource,
+};
 use crate::tenancy::Platform;
 
 /// Everything the layer needs.
@@ -33,6 +36,9 @@ pub struct Authenticator {
     pub dev: Option<DevTokens>,
     /// This resource's identifier: `<public url>/mcp`.
     pub resource: String,
+    /// The public URL (no trailing `/`) the resources' identifiers are
+    /// formed under.
+    pub public_url: String,
     /// Where the resource metadata is served.
     pub metadata_url: String,
 }
@@ -56,26 +62,83 @@ pub(crate) fn path_tenant(path: &str) -> Option<String> {
     (!tenant.is_empty()).then(|| tenant.to_owned())
 }
 
+/// The tenants a verified token may act in, as its issuer names them
+/// (claim, the issuer's own tenants, or the resource it was issued for).
+///
+/// # Errors
+/// [`AuthError::Tenant`] when the token names a tenant its issuer does not
+/// serve, or names none and its issuer cannot supply one.
+pub(crate) fn token_tenants(
+    settings: &AuthSettings,
+    claims: &Claims,
+    issuer: Option<&IssuerConfig>,
+    public_url: &str,
+    resource: Resource<'_>,
+) -> Result<Vec<String>, AuthError> {
+    let Some(issuer) = issuer else {
+        // A development token: its claim decides.
+        return Ok(claims.tenants(&settings.tenant_claim));
+    };
+    if let (TenantFrom::Resource, Resource::Mcp { path_tenant }) = (issuer.tenant_from, resource) {
+        // The token was issued for one tenant's resource: it acts there,
+        // and only on that tenant's path.
+        let Some(tenant) = path_tenant else {
+            return Err(AuthError::Tenant(format!(
+                "tokens of {} act in the tenant whose resource they were issued for: use /t/{{tenant}}/mcp",
+                issuer.issuer
+            )));
+        };
+        if !claims.audiences().contains(&tenant_resource(public_url, tenant).as_str()) || !issuer.serves(tenant) {
+            return Err(AuthError::Tenant(format!(
+                "the token was not issued for tenant '{tenant}' (its audience must be {})",
+                tenant_resource(public_url, tenant)
+            )));
+        }
+        return Ok(vec![tenant.to_owned()]);
+    }
+    let claim = issuer.tenant_claim.as_deref().unwrap_or(&settings.tenant_claim);
+    let named = claims.tenants(claim);
+    if let Some(foreign) = named.iter().find(|t| !issuer.serves(t)) {
+        return Err(AuthError::Tenant(format!("the issuer {} may not act for tenant '{foreign}'", issuer.issuer)));
+    }
+    if named.is_empty() && !issuer.is_operators() {
+        return Ok(issuer.tenants.clone());
+    }
+    if named.is_empty() {
+        return Err(AuthError::Tenant(format!("the token names no tenant (its '{claim}' claim is missing)")));
+    }
+    Ok(named)
+}
+
 impl Authenticator {
     /// The principal for a verified token, in `path_tenant` when the path
     /// names one.
     ///
     /// # Errors
     /// [`AuthError::Tenant`] when the token does not grant the tenant.
-    pub fn principal(&self, claims: &Claims, path_tenant: Option<&str>) -> Result<Principal, AuthError> {
-        let tenants = claims.tenants(&self.settings.tenant_claim);
+    pub fn principal(
+        &self,
+        claims: &Claims,
+        issuer: Option<&IssuerConfig>,
+        path_tenant: Option<&str>,
+    ) -> Result<Principal, AuthError> {
+        let tenants = token_tenants(&self.settings, claims, issuer, &self.public_url, Resource::Mcp { path_tenant })?;
         let tenant = match path_tenant {
             Some(wanted) if tenants.iter().any(|t| t == wanted) => wanted.to_owned(),
             Some(wanted) => return Err(AuthError::Tenant(format!("the token is not for tenant '{wanted}'"))),
             None => match tenants.as_slice() {
                 [one] => one.clone(),
                 [] => {
-                    return Err(AuthError::Invalid(format!(
-                        "the token carries no '{}' claim",
+                    return Err(AuthError::Tenant(format!(
+                        "the token names no tenant (its '{}' claim is missing)",
                         self.settings.tenant_claim
                     )));
                 }
-                _ => return Err(AuthError::Tenant("the token grants several tenants: use /t/{tenant}/mcp".into())),
+                _ => {
+                    return Err(AuthError::Tenant(
+                        "the token grants several tenants: connect to /t/{tenant}/mcp".into(),
+                    ));
+                }
             },
         };
         // `iss` was checked against the trusted issuers (or the development
@@ -93,6 +156,7 @@ impl Authenticator {
     /// # Errors
     /// [`AuthError`] as the request deserves.
     pub async fn authenticate(&self, token: Option<&str>, path_tenant: Option<&str>) -> Result<Principal, AuthError> {
+        let resource = Resource::Mcp { path_tenant };
         let principal = match (self.settings.mode, token) {
             (AuthMode::Dev, None) => {
                 let mut principal = self.platform.dev_principal().clone();
@@ -106,13 +170,14 @@ impl Authenticator {
                     .dev
                     .as_ref()
                     .ok_or_else(|| AuthError::Invalid("development tokens are not configured".into()))?;
-                self.principal(&dev.verify(token)?, path_tenant)?
+                self.principal(&dev.verify(token, resource)?, None, path_tenant)?
             }
             (AuthMode::Jwt, None) => return Err(AuthError::Missing),
             (AuthMode::Jwt, Some(token)) => {
                 let verifier =
                     self.verifier.as_ref().ok_or_else(|| AuthError::Invalid("no issuer is configured".into()))?;
-                let principal = self.principal(&verifier.verify(token).await?, path_tenant)?;
+                let verified = verifier.verify(token, resource).await?;
+                let principal = self.principal(&verified.claims, Some(&verified.issuer), path_tenant)?;
                 if !principal.scopes.contains(&self.settings.required_scope) {
                     return Err(AuthError::Scope(self.settings.required_scope.clone()));
                 }
@@ -121,35 +186,72 @@ impl Authenticator {
         };
         match self.platform.tenant(&principal.tenant) {
             Some(tenant) if !tenant.is_disabled() => Ok(principal),
-            _ => Err(AuthError::Tenant(format!("tenant '{}' does not exist or is disabled", principal.tenant))),
+            Some(_) => Err(AuthError::Tenant(format!("the tenant '{}' is disabled", principal.tenant))),
+            None => Err(AuthError::Tenant(format!("there is no tenant '{}' here", principal.tenant))),
         }
     }
 
-    /// The refusal response for `error` (Part III MCP authorization).
-    pub fn refusal(&self, error: &AuthError) -> Response {
-        let (status, challenge) = match error {
-            AuthError::Missing => {
-                (StatusCode::UNAUTHORIZED, format!("Bearer resource_metadata=\"{}\"", self.metadata_url))
-            }
+    /// Where the metadata of the resource at `path_tenant`'s path (or
+    /// `/mcp`) is served (RFC 9728 §3.1: the resource's path after the
+    /// well-known prefix).
+    fn metadata_url(&self, path_tenant: Option<&str>) -> String {
+        match path_tenant {
+            Some(tenant) => format!("{}/.well-known/oauth-protected-resource/t/{tenant}/mcp", self.public_url),
+            None => self.metadata_url.clone(),
+        }
+    }
+
+    /// The refusal response for `error`, on the resource `path_tenant`
+    /// names (MCP authorization; RFC 6750 §3 for the challenge: the
+    /// description says what is wrong in words an SDK shows its user).
+    pub fn refusal(&self, error: &AuthError, path_tenant: Option<&str>) -> Response {
+        let metadata = self.metadata_url(path_tenant);
+        // A quoted-string of visible ASCII (RFC 6750 §3: error_description
+        // excludes `"` and the backslash), so the header is always sent.
+        let description: String = error
+            .to_string()
+            .chars()
+            .map(|c| {
+                if c == '"' || c == '\\' {
+                    '\''
+                } else if c.is_ascii_graphic() || c == ' ' {
+                    c
+                } else {
+                    '?'
+                }
+            })
+            .collect();
+        let (status, challenge, code) = match error {
+            // No credential: the start of the OAuth dance, not an error
+            // (RFC 6750 §3.1); the scope an agent should ask for.
+            AuthError::Missing => (
+                StatusCode::UNAUTHORIZED,
+                format!("Bearer resource_metadata=\"{metadata}\", scope=\"{}\"", self.settings.required_scope),
+                "invalid_token",
+            ),
             AuthError::Invalid(_) => (
                 StatusCode::UNAUTHORIZED,
-                format!("Bearer error=\"invalid_token\", resource_metadata=\"{}\"", self.metadata_url),
+                format!(
+                    "Bearer error=\"invalid_token\", error_description=\"{description}\", resource_metadata=\"{metadata}\", scope=\"{}\"",
+                    self.settings.required_scope
+                ),
+                "invalid_token",
             ),
             AuthError::Scope(scope) => (
                 StatusCode::FORBIDDEN,
                 format!(
-                    "Bearer error=\"insufficient_scope\", scope=\"{scope}\", resource_metadata=\"{}\"",
-                    self.metadata_url
+                    "Bearer error=\"insufficient_scope\", scope=\"{scope}\", error_description=\"{description}\", resource_metadata=\"{metadata}\""
                 ),
+                "insufficient_scope",
             ),
+            // The token is good but this tenant is not for it: another
+            // scope would not help, so this is not `insufficient_scope`
+            // (which sends SDKs into a step-up); the description says why.
             AuthError::Tenant(_) => (
                 StatusCode::FORBIDDEN,
-                format!("Bearer error=\"insufficient_scope\", resource_metadata=\"{}\"", self.metadata_url),
+                format!("Bearer error_description=\"{description}\", resource_metadata=\"{metadata}\""),
+                "access_denied",
             ),
-        };
-        let code = match error {
-            AuthError::Missing | AuthError::Invalid(_) => "invalid_token",
-            AuthError::Scope(_) | AuthError::Tenant(_) => "insufficient_scope",
         };
         let mut response =
             (status, Json(json!({"error": code, "error_description": error.to_string()}))).into_response();
@@ -159,15 +261,35 @@ impl Authenticator {
         response
     }
 
-    /// The RFC 9728 metadata document.
-    pub fn metadata(&self) -> serde_json::Value {
-        let servers = self.verifier.as_ref().map(|v| v.issuers()).unwrap_or_default();
+    /// The RFC 9728 metadata document of the MCP resource (`/mcp`, or one
+    /// tenant's `/t/{tenant}/mcp`): the issuers that may serve it and only
+    /// the scope an agent needs (the admin API is a resource of its own).
+    pub fn metadata(&self, path_tenant: Option<&str>) -> serde_json::Value {
+        let (resource, servers) = match path_tenant {
+            Some(tenant) => (
+                tenant_resource(&self.public_url, tenant),
+                self.verifier.as_ref().map(|v| v.issuers_of(tenant)).unwrap_or_default(),
+            ),
+            None => (self.resource.clone(), self.verifier.as_ref().map(|v| v.issuers()).unwrap_or_default()),
+        };
         json!({
-            "resource": self.resource,
+            "resource": resource,
             "authorization_servers": servers,
-            "scopes_supported": [MCP_SCOPE, TENANT_ADMIN_SCOPE, ADMIN_SCOPE],
+            "scopes_supported": [self.settings.required_scope],
             "bearer_methods_supported": ["header"],
             "resource_name": "Pilotage Platform"
+        })
+    }
+
+    /// The RFC 9728 metadata document of the admin API (the console and
+    /// the approval page sign in with its tokens).
+    pub fn admin_metadata(&self) -> serde_json::Value {
+        json!({
+            "resource": admin_resource(&self.public_url),
+            "authorization_servers": self.verifier.as_ref().map(|v| v.issuers()).unwrap_or_default(),
+            "scopes_supported": ADMIN_SIDE_SCOPES,
+            "bearer_methods_supported": ["header"],
+            "resource_name": "Pilotage Platform administration"
         })
     }
 }
@@ -187,14 +309,41 @@ pub(crate) async fn require_principal(
             next.run(request).await
         }
         Err(error) => {
-            tracing::info!(%error, "refused an MCP request");
-            auth.refusal(&error)
+            // A request without a token is the first step of every OAuth
+            // client; anything else is a refusal an operator may be asked
+            // about.
+            match error {
+                AuthError::Missing => tracing::info!(%error, "refused an MCP request"),
+                _ => tracing::warn!(%error, tenant = tenant.as_deref().unwrap_or(""), "refused an MCP request"),
+            }
+            auth.refusal(&error, tenant.as_deref())
         }
     }
 }
 
 /// `GET /.well-known/oauth-protected-resource` (and the `/mcp` suffixed
-/// form).
+/// form): the MCP resource's metadata.
 pub(crate) async fn protected_resource(State(auth): State<Arc<Authenticator>>) -> Response {
-    Json(auth.metadata()).into_response()
+    Json(auth.metadata(None)).into_response()
+}
+
+/// `GET /.well-known/oauth-protected-resource/t/{tenant}/mcp`: the
+/// metadata of one tenant's MCP resource.
+pub(crate) async fn tenant_protected_resource(
+    State(auth): State<Arc<Authenticator>>,
+    axum::extract::Path(tenant): axum::extract::Path<String>,
+) -> Response {
+    Json(auth.metadata(Some(&tenant))).into_response()
+}
+
+/// `GET /.well-known/oauth-protected-resource/admin/v1`: the admin API's
+/// metadata.
+pub(crate) async fn admin_protected_resource(State(auth): State<Arc<Authenticator>>) -> Response {
+    Json(auth.admin_metadata()).into_response()
+}
+
+/// Any other `/.well-known/…` path: 404, not the MCP routes' 401.
+pub(crate) async fn unknown_well_known() -> Response {
+    (StatusCode::NOT_FOUND, Json(json!({"error": "not_found", "error_description": "no such metadata here"})))
+        .into_response()
 }

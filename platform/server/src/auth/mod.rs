@@ -18,6 +18,7 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 pub use crate::tenancy::Principal;
+pub use crate::tenancy::issuers::{IssuerConfig, TenantFrom};
 
 /// Occurs when authentication cannot be set up (at start, or minting a
 /// development token).
@@ -74,21 +75,32 @@ pub enum AuthMode {
     Jwt,
 }
 
-/// One trusted token issuer.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct IssuerConfig {
-    /// The `iss` value tokens carry.
-    pub issuer: String,
-    /// Where its signing keys are published.
-    pub jwks_url: String,
-    /// Algorithms accepted from it (asymmetric only; default RS256 and
-    /// ES256).
-    #[serde(default = "default_algorithms")]
-    pub algorithms: Vec<String>,
+/// The admin API's resource identifier (RFC 8707) under `public_url`: a
+/// resource of its own, so a token issued for the MCP resource (an
+/// agent's) never reaches it.
+pub fn admin_resource(public_url: &str) -> String {
+    format!("{}/admin/v1", public_url.trim_end_matches('/'))
 }
 
-fn default_algorithms() -> Vec<String> {
-    vec!["RS256".to_owned(), "ES256".to_owned()]
+/// The MCP resource identifier of one tenant's path under `public_url`.
+pub fn tenant_resource(public_url: &str, tenant: &str) -> String {
+    format!("{}/t/{tenant}/mcp", public_url.trim_end_matches('/'))
+}
+
+/// Scopes of the admin side: a token holding one is issued for the admin
+/// API's resource, not the MCP one.
+pub const ADMIN_SIDE_SCOPES: [&str; 4] = [ADMIN_SCOPE, TENANT_ADMIN_SCOPE, APPROVE_SCOPE, CONSOLE_SCOPE];
+
+/// Which resource a token is presented to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resource<'a> {
+    /// `/mcp`, or `/t/{tenant}/mcp` when the path names a tenant.
+    Mcp {
+        /// The tenant the path names.
+        path_tenant: Option<&'a str>,
+    },
+    /// The admin API, the console and the approval page.
+    Admin,
 }
 
 /// Authentication settings.
@@ -132,9 +144,9 @@ pub struct Claims {
     /// Space-separated scopes (OAuth `scope`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<String>,
-    /// Scopes as an array (`scp`).
+    /// Scopes as `scp`: an array, or a space-separated string (Entra ID).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scp: Option<Vec<String>>,
+    pub scp: Option<Scp>,
     /// Every other claim (the tenant claim among them).
     #[serde(flatten)]
     pub other: serde_json::Map<String, serde_json::Value>,
@@ -145,8 +157,21 @@ impl Claims {
     pub fn scopes(&self) -> BTreeSet<String> {
         let mut scopes: BTreeSet<String> =
             self.scope.as_deref().unwrap_or("").split_whitespace().map(str::to_owned).collect();
-        scopes.extend(self.scp.iter().flatten().cloned());
+        match &self.scp {
+            Some(Scp::List(list)) => scopes.extend(list.iter().cloned()),
+            Some(Scp::Text(text)) => scopes.extend(text.split_whitespace().map(str::to_owned)),
+            None => {}
+        }
         scopes
+    }
+
+    /// The audiences the token names (`aud`, a string or an array).
+    pub fn audiences(&self) -> Vec<&str> {
+        match self.other.get("aud") {
+            Some(serde_json::Value::String(one)) => vec![one.as_str()],
+            Some(serde_json::Value::Array(list)) => list.iter().filter_map(serde_json::Value::as_str).collect(),
+            _ => Vec::new(),
+        }
     }
 
     /// The tenants the token may act in, from `claim` (a string or an
@@ -158,6 +183,17 @@ impl Claims {
             _ => Vec::new(),
         }
     }
+}
+
+/// A token's `scp` claim: an array of scopes, or one space-separated
+/// string as Entra ID sends it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Scp {
+    /// `["a", "b"]`.
+    List(Vec<String>),
+    /// `"a b"`.
+    Text(String),
 }
 
 /// Why a request is not authenticated or not authorized.
@@ -172,7 +208,7 @@ pub enum AuthError {
     #[error("invalid token: {0}")]
     Invalid(String),
     /// Occurs when the token names no tenant, or not the requested one.
-    #[error("the token does not grant access to this tenant: {0}")]
+    #[error("{0}")]
     Tenant(String),
     /// Occurs when the token lacks a needed scope.
     #[error("the token lacks the scope '{0}'")]

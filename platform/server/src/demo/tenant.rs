@@ -211,6 +211,7 @@ pub async fn set_up(
             quotas: serde_json::to_string(&Quotas::default()).unwrap_or_default(),
             egress: "{}".to_owned(),
             policy: "{}".to_owned(),
+            issuers: "[]".to_owned(),
             created_at: platform.clock().now_ms(),
         })
         .await?;

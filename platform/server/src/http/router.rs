@@ -21,7 +21,9 @@ use tokio_util::sync::CancellationToken;
 use super::{compat, connections, metrics, origin, server_card, session_binding};
 
 use crate::admin::AdminState;
-use crate::auth::middleware::{protected_resource, require_principal};
+use crate::auth::middleware::{
+    admin_protected_resource, protected_resource, require_principal, tenant_protected_resource, unknown_well_known,
+};
 use crate::mcp::PilotageServer;
 use crate::mcp::listeners::Listeners;
 use crate::mcp::observed::ObservedServer;
@@ -239,6 +241,9 @@ pub(crate) fn app(
     let metadata = Router::new()
         .route("/.well-known/oauth-protected-resource", get(protected_resource))
         .route("/.well-known/oauth-protected-resource/mcp", get(protected_resource))
+        .route("/.well-known/oauth-protected-resource/t/{tenant}/mcp", get(tenant_protected_resource))
+        .route("/.well-known/oauth-protected-resource/admin/v1", get(admin_protected_resource))
+        .route("/.well-known/{*rest}", axum::routing::any(unknown_well_known))
         .with_state(auth);
     let mut router = Router::new()
         .route("/healthz", get(healthz))

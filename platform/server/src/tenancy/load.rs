@@ -163,6 +163,15 @@ pub fn apply_row(platform: &Platform, row: &TenantRow) -> Arc<Tenant> {
     if let Err(error) = policy {
         tracing::error!(tenant = %row.id, %error, "the stored egress policy does not read; public addresses only");
     }
+    // The identity providers an operator trusts for it; a list that no
+    // longer reads trusts none (its agents are refused, never let in).
+    match serde_json::from_str::<Vec<super::issuers::IssuerConfig>>(&row.issuers) {
+        Ok(issuers) => platform.set_tenant_issuers(&row.id, issuers),
+        Err(error) => {
+            tracing::error!(tenant = %row.id, %error, "the stored issuers do not read; none is trusted for the tenant");
+            platform.set_tenant_issuers(&row.id, Vec::new());
+        }
+    }
     // Likewise the policy on risk; one that no longer reads holds every
     // Run that changes state for approval rather than allowing it.
     match super::policy::Policy::read_stored(&row.policy) {

@@ -11,6 +11,7 @@
 
 pub mod deploy_state;
 pub mod in_flight;
+pub mod issuers;
 pub mod leases;
 pub mod load;
 pub mod platform;

@@ -18,6 +18,7 @@ use pilotage_store::sealing::SecretBox;
 
 use super::deploy_state::Deployments;
 use super::in_flight::InFlight;
+use super::issuers::{IssuerConfig, StoredIssuers};
 use super::leases::{IdempotencySettings, Leases};
 use super::principal::Principal;
 use super::tenant::{LanguageSlot, Tenant};
@@ -106,6 +107,16 @@ struct PlatformInner {
     approval_wait_ms: std::sync::atomic::AtomicU64,
     /// The MCP tasks whose Runs this replica runs, by task id.
     running_tasks: std::sync::Mutex<std::collections::HashMap<String, Cancellation>>,
+    /// The issuers each tenant trusts (its stored `issuers`), and their
+    /// index by `iss`, rebuilt on each change (rare: an operator's).
+    issuers: RwLock<TenantIssuers>,
+}
+
+/// Each tenant's stored issuers, and their index by `iss`.
+#[derive(Default)]
+struct TenantIssuers {
+    by_tenant: BTreeMap<String, Vec<IssuerConfig>>,
+    index: Arc<StoredIssuers>,
 }
 
 impl std::fmt::Debug for Platform {
@@ -138,6 +149,7 @@ impl Platform {
                 in_flight: InFlight::default(),
                 leases: Leases::new(idempotency),
                 deployments: Deployments::default(),
+                issuers: RwLock::new(TenantIssuers::default()),
                 egress,
                 public_url: std::sync::OnceLock::new(),
                 approval_wait_ms: std::sync::atomic::AtomicU64::new(20_000),
@@ -237,7 +249,33 @@ impl Platform {
 
     /// Forgets a tenant (its stored data is deleted by the caller).
     pub fn remove_tenant(&self, id: &str) -> bool {
+        self.set_tenant_issuers(id, Vec::new());
         self.inner.tenants.write().unwrap_or_else(|p| p.into_inner()).remove(id).is_some()
+    }
+
+    /// Sets the issuers `tenant` trusts (as stored with it), and re-indexes
+    /// every tenant's by `iss`.
+    pub fn set_tenant_issuers(&self, tenant: &str, issuers: Vec<IssuerConfig>) {
+        let mut held = self.inner.issuers.write().unwrap_or_else(|p| p.into_inner());
+        if issuers.is_empty() {
+            if held.by_tenant.remove(tenant).is_none() {
+                return;
+            }
+        } else {
+            held.by_tenant.insert(tenant.to_owned(), issuers);
+        }
+        let index = StoredIssuers::build(held.by_tenant.iter().map(|(tenant, list)| (tenant.as_str(), list.clone())));
+        held.index = Arc::new(index);
+    }
+
+    /// The issuers `tenant` trusts, as stored with it.
+    pub fn tenant_issuers(&self, tenant: &str) -> Vec<IssuerConfig> {
+        self.inner.issuers.read().unwrap_or_else(|p| p.into_inner()).by_tenant.get(tenant).cloned().unwrap_or_default()
+    }
+
+    /// Every tenant's issuers, by `iss`.
+    pub fn stored_issuers(&self) -> Arc<StoredIssuers> {
+        self.inner.issuers.read().unwrap_or_else(|p| p.into_inner()).index.clone()
     }
 
     /// The wasm engine.

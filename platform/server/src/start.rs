@@ -208,6 +208,7 @@ pub fn authenticator(settings: &Settings, platform: &Platform) -> Result<Arc<Aut
         metadata_url: format!("{}/.well-known/oauth-protected-resource", settings.public_url()),
         resource,
         public_url: settings.public_url().trim_end_matches('/').to_owned(),
+        proofs: Arc::default(),
     }))
 }
 

@@ -104,6 +104,10 @@ pub(crate) enum TenantCommand {
         /// Require RFC 9068 access tokens (`typ` at+jwt).
         #[arg(long)]
         access_token_type: bool,
+        /// It issues DPoP-bound tokens (RFC 9449): accept them with a
+        /// valid proof.
+        #[arg(long)]
+        dpop: bool,
     },
     /// Stop trusting an identity provider for a tenant.
     Distrust {
@@ -397,6 +401,7 @@ pub(crate) async fn tenant_command(args: AdminArgs<TenantCommand>) -> Result<Exi
             tenant_from_resource,
             scopes,
             access_token_type,
+            dpop,
         } => {
             let mut entry = serde_json::json!({"issuer": issuer, "jwks_url": jwks_url});
             if !algorithms.is_empty() {
@@ -417,6 +422,9 @@ pub(crate) async fn tenant_command(args: AdminArgs<TenantCommand>) -> Result<Exi
             }
             if access_token_type {
                 entry["access_token_type"] = Value::Bool(true);
+            }
+            if dpop {
+                entry["dpop"] = Value::Bool(true);
             }
             let mut issuers = tenant_issuers(&client, &id).await?;
             issuers.retain(|held| held["issuer"].as_str() != Some(issuer.as_str()));

@@ -543,3 +543,119 @@ async fn the_official_sdks_sign_in_through_a_real_openid_provider_on_both_resour
     }
     server.stop().await;
 }
+
+/// A DPoP proof (RFC 9449 §4.2) by `key` for `method` `url` and `token`.
+fn dpop_proof(key: &Key, method: &str, url: &str, token: &str, jti: &str, iat: u64) -> String {
+    use base64::Engine as _;
+    use sha2::Digest as _;
+    let mut header = Header::new(Algorithm::ES256);
+    header.typ = Some("dpop+jwt".into());
+    header.jwk = Some(serde_json::from_value(key.jwk.clone()).unwrap());
+    let ath = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(sha2::Sha256::digest(token.as_bytes()));
+    let claims = json!({"htm": method, "htu": url, "iat": iat, "jti": jti, "ath": ath});
+    jsonwebtoken::encode(&header, &claims, &key.encoding).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_bound_token_is_accepted_only_with_a_fresh_proof_of_its_key() {
+    const DPOP_IDP: &str = "https://dpop.idp.test";
+    let (operator_key, idp_key) = (ec_key("operator-1"), ec_key("idp-1"));
+    let (operator_jwks, idp_jwks) = (jwks(vec![operator_key.jwk.clone()]).await, jwks(vec![idp_key.jwk.clone()]).await);
+    let mut settings = settings(Backend::Sqlite).await;
+    settings.auth.mode = AuthMode::Jwt;
+    settings.auth.issuers = vec![
+        IssuerConfig::new(OPERATOR, &operator_jwks.url),
+        IssuerConfig { tenants: vec!["demo".into()], dpop: true, ..IssuerConfig::new(DPOP_IDP, &idp_jwks.url) },
+    ];
+    settings.public_url = Some(PUBLIC_URL.into());
+    settings.allowed_hosts = vec!["127.0.0.1".into(), "localhost".into(), "pilotage.test".into()];
+    let server = server(settings).await;
+    let (client_key, thief_key) = (ec_key("client-1"), ec_key("thief-1"));
+    let thumbprint = serde_json::from_value::<jsonwebtoken::jwk::Jwk>(client_key.jwk.clone())
+        .unwrap()
+        .thumbprint(jsonwebtoken::jwk::ThumbprintHash::SHA256)
+        .unwrap();
+    let bound = |issuer: &str, key: &Key| {
+        sign(
+            key,
+            &json!({"iss": issuer, "aud": mcp(), "sub": "erin", "tenant": "demo", "scope": "pilotage:mcp",
+                    "cnf": {"jkt": thumbprint}, "iat": now(), "nbf": now() - 5, "exp": now() + 600}),
+        )
+    };
+    let token = bound(DPOP_IDP, &idp_key);
+    let url = format!("http://{}/mcp", server.addr);
+    let htu = mcp();
+    let post = |authorization: String, proof: Option<String>| {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+        let mut request = reqwest::Client::new()
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("authorization", authorization)
+            .json(&body);
+        if let Some(proof) = proof {
+            request = request.header("dpop", proof);
+        }
+        async move {
+            let response = request.send().await.unwrap();
+            let challenge =
+                response.headers().get("www-authenticate").map(|v| v.to_str().unwrap().to_owned()).unwrap_or_default();
+            (response.status().as_u16(), challenge)
+        }
+    };
+
+    // With a fresh proof of the bound key, for this request: accepted.
+    let proof = dpop_proof(&client_key, "POST", &htu, &token, "jti-1", now());
+    let (status, challenge) = post(format!("DPoP {token}"), Some(proof.clone())).await;
+    assert_eq!(status, 200, "{challenge}");
+    // Every other presentation is refused, the challenge saying why.
+    let refused = [
+        ("as a bearer token", format!("Bearer {token}"), None, "send it as 'Authorization: DPoP'"),
+        ("without a proof", format!("DPoP {token}"), None, "exactly one DPoP header"),
+        ("the same proof again", format!("DPoP {token}"), Some(proof), "used already"),
+        (
+            "a proof by another key",
+            format!("DPoP {token}"),
+            Some(dpop_proof(&thief_key, "POST", &htu, &token, "jti-2", now())),
+            "another key",
+        ),
+        (
+            "a proof for another method",
+            format!("DPoP {token}"),
+            Some(dpop_proof(&client_key, "GET", &htu, &token, "jti-3", now())),
+            "htm",
+        ),
+        (
+            "a proof for another URL",
+            format!("DPoP {token}"),
+            Some(dpop_proof(&client_key, "POST", &format!("{PUBLIC_URL}/t/demo/mcp"), &token, "jti-4", now())),
+            "htu",
+        ),
+        (
+            "a proof for another token",
+            format!("DPoP {token}"),
+            Some(dpop_proof(&client_key, "POST", &htu, "another-token", "jti-5", now())),
+            "ath",
+        ),
+        (
+            "an old proof",
+            format!("DPoP {token}"),
+            Some(dpop_proof(&client_key, "POST", &htu, &token, "jti-6", now() - 600)),
+            "iat",
+        ),
+    ];
+    for (what, authorization, proof, why) in refused {
+        let (status, challenge) = post(authorization, proof).await;
+        assert_eq!(status, 401, "{what}: {challenge}");
+        assert!(challenge.starts_with("DPoP error=\"invalid_dpop_proof\""), "{what}: {challenge}");
+        assert!(challenge.contains(why), "{what}: {challenge}");
+    }
+    // A bound token from an issuer not set to issue them is refused too.
+    let operators = bound(OPERATOR, &operator_key);
+    let proof = dpop_proof(&client_key, "POST", &htu, &operators, "jti-7", now());
+    let (status, challenge) = post(format!("DPoP {operators}"), Some(proof)).await;
+    assert_eq!(status, 401);
+    assert!(challenge.contains("its issuer is not set to issue such tokens"), "{challenge}");
+    server.stop().await;
+}

@@ -265,6 +265,11 @@ pub(crate) async fn credential_until(state: &AdminState, token: &str) -> Result<
             return Err(ApiError::unauthorized(&format!("the credential is not valid for the admin API: {error}")));
         }
     };
+    // The admin side takes bearer tokens only: a key-bound one (DPoP)
+    // without its proof is as good as stolen here.
+    if crate::auth::dpop::bound_key(&claims).is_some() {
+        return Err(ApiError::unauthorized("a key-bound (DPoP) token is not accepted by the admin side"));
+    }
     let until = claims.other.get("exp").and_then(Value::as_i64).map(|exp| exp.saturating_mul(1000));
     let scopes = claims.scopes();
     let subject = claims.sub.clone().unwrap_or_default();

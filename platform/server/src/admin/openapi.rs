@@ -64,7 +64,8 @@ pub(crate) fn document() -> Value {
                     "audience": {"type": "string", "description": "The aud its tokens carry for the MCP resource, when not its URL."},
                     "admin_audience": {"type": "string"},
                     "scopes": {"type": "array", "items": {"type": "string"}},
-                    "access_token_type": {"type": "boolean", "description": "Require typ at+jwt (RFC 9068)."}}},
+                    "access_token_type": {"type": "boolean", "description": "Require typ at+jwt (RFC 9068)."},
+                    "dpop": {"type": "boolean", "description": "It issues DPoP-bound tokens (RFC 9449): accepted with a valid proof."}}},
                 "Egress": {"type": "object", "additionalProperties": false,
                     "description": "Where the tenant may make the platform connect (operator only). Without rules: public addresses only (unless the server's egress.allow_private).",
                     "properties": {

@@ -16,6 +16,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use super::dev::DevTokens;
+use super::dpop::{self, Presented, SeenProofs};
 use super::jwt::JwtVerifier;
 use super::{
     ADMIN_SIDE_SCOPES, AuthError, AuthMode, AuthSettings, Claims, IssuerConfig, Principal, Resource, TenantFrom,
@@ -41,6 +42,8 @@ pub struct Authenticator {
     pub public_url: String,
     /// Where the resource metadata is served.
     pub metadata_url: String,
+    /// DPoP proof ids seen lately (RFC 9449 replay check).
+    pub proofs: Arc<SeenProofs>,
 }
 
 impl std::fmt::Debug for Authenticator {
@@ -49,10 +52,16 @@ impl std::fmt::Debug for Authenticator {
     }
 }
 
-fn bearer(request: &Request) -> Option<&str> {
+/// The token of `Authorization: Bearer …` or `Authorization: DPoP …`,
+/// and whether it was the latter.
+fn credential(request: &Request) -> Option<(&str, bool)> {
     let value = request.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
-    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+    if scheme.eq_ignore_ascii_case("bearer") {
+        Some((token.trim(), false))
+    } else {
+        scheme.eq_ignore_ascii_case("dpop").then(|| (token.trim(), true))
+    }
 }
 
 /// The tenant named by a `/t/{tenant}/…` path.
@@ -151,11 +160,17 @@ impl Authenticator {
         })
     }
 
-    /// Authenticates a request to `/mcp` (or `/t/{tenant}/mcp`).
+    /// Authenticates a request to `/mcp` (or `/t/{tenant}/mcp`) presenting
+    /// `token` as `presented` says (scheme, DPoP proof, the request).
     ///
     /// # Errors
     /// [`AuthError`] as the request deserves.
-    pub async fn authenticate(&self, token: Option<&str>, path_tenant: Option<&str>) -> Result<Principal, AuthError> {
+    pub async fn authenticate(
+        &self,
+        token: Option<&str>,
+        path_tenant: Option<&str>,
+        presented: Presented<'_>,
+    ) -> Result<Principal, AuthError> {
         let resource = Resource::Mcp { path_tenant };
         let principal = match (self.settings.mode, token) {
             (AuthMode::Dev, None) => {
@@ -177,6 +192,10 @@ impl Authenticator {
                 let verifier =
                     self.verifier.as_ref().ok_or_else(|| AuthError::Invalid("no issuer is configured".into()))?;
                 let verified = verifier.verify(token, resource).await?;
+                // Proofs carry the client's real time, as tokens do: the system
+                // clock, never a test's frozen one.
+                let now = pilotage_engine::clock::system_now_ms() / 1000;
+                dpop::check(token, &verified.claims, verified.issuer.dpop, presented, &self.proofs, now)?;
                 let principal = self.principal(&verified.claims, Some(&verified.issuer), path_tenant)?;
                 if !principal.scopes.contains(&self.settings.required_scope) {
                     return Err(AuthError::Scope(self.settings.required_scope.clone()));
@@ -244,6 +263,16 @@ impl Authenticator {
                 ),
                 "insufficient_scope",
             ),
+            // RFC 9449 §7.1: the DPoP scheme's challenge, with the
+            // algorithms a proof may use.
+            AuthError::DpopProof(_) => (
+                StatusCode::UNAUTHORIZED,
+                format!(
+                    "DPoP error=\"invalid_dpop_proof\", error_description=\"{description}\", algs=\"{}\"",
+                    dpop::ALGORITHMS
+                ),
+                "invalid_dpop_proof",
+            ),
             // The token is good but this tenant is not for it: another
             // scope would not help, so this is not `insufficient_scope`
             // (which sends SDKs into a step-up); the description says why.
@@ -302,8 +331,21 @@ pub(crate) async fn require_principal(
     next: Next,
 ) -> Response {
     let tenant = path_tenant(request.uri().path());
-    let token = bearer(&request).map(str::to_owned);
-    match auth.authenticate(token.as_deref(), tenant.as_deref()).await {
+    let presented = credential(&request).map(|(token, dpop)| (token.to_owned(), dpop));
+    let mut proofs = request.headers().get_all("dpop").iter();
+    let proof = match (proofs.next(), proofs.next()) {
+        (Some(one), None) => one.to_str().ok().map(str::to_owned),
+        _ => None,
+    };
+    let url = format!("{}{}", auth.public_url, request.uri().path());
+    let how = Presented {
+        dpop_scheme: presented.as_ref().is_some_and(|(_, dpop)| *dpop),
+        proof: proof.as_deref(),
+        method: request.method().as_str(),
+        url: &url,
+    };
+    let token = presented.as_ref().map(|(token, _)| token.as_str());
+    match auth.authenticate(token, tenant.as_deref(), how).await {
         Ok(principal) => {
             request.extensions_mut().insert(principal);
             next.run(request).await

@@ -10,6 +10,7 @@
 //!   RFC 9728 protected-resource metadata.
 
 pub mod dev;
+pub mod dpop;
 pub mod jwt;
 pub(crate) mod middleware;
 
@@ -213,4 +214,8 @@ pub enum AuthError {
     /// Occurs when the token lacks a needed scope.
     #[error("the token lacks the scope '{0}'")]
     Scope(String),
+    /// Occurs when a key-bound (DPoP) token comes without a valid proof
+    /// (RFC 9449).
+    #[error("invalid DPoP proof: {0}")]
+    DpopProof(String),
 }

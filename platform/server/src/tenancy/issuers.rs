@@ -54,6 +54,11 @@ pub struct IssuerConfig {
     /// so an ID token it signed is never taken for one.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub access_token_type: bool,
+    /// It issues DPoP-bound tokens (RFC 9449, `cnf.jkt`): those are
+    /// accepted with a valid proof. A bound token from an issuer not
+    /// marked so is refused.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dpop: bool,
 }
 
 impl IssuerConfig {
@@ -71,6 +76,7 @@ impl IssuerConfig {
             admin_audience: None,
             scopes: None,
             access_token_type: false,
+            dpop: false,
         }
     }
 

@@ -110,6 +110,9 @@ pub struct Settings {
     /// and for tenants' readers (`pilotage:console`). Default false: off,
     /// no console route exists.
     pub console: bool,
+    /// Sign-in to the console with OpenID Connect (settings file
+    /// `[console_sign_in]`); the pasted credential stays beside it.
+    pub console_sign_in: Option<crate::auth::ConsoleSignIn>,
     /// The base URL clients use to reach this server (no trailing `/`).
     /// Default `http://<listen>`.
     pub public_url: Option<String>,
@@ -295,6 +298,7 @@ impl Default for Settings {
             database_url: None,
             demo: true,
             console: false,
+            console_sign_in: None,
             public_url: None,
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
@@ -556,6 +560,18 @@ impl Settings {
                 });
             }
             _ => {}
+        }
+        if let Some(sign_in) = &self.console_sign_in
+            && (self.auth.mode != crate::auth::AuthMode::Jwt
+                || !self.auth.issuers.iter().any(|issuer| issuer.issuer == sign_in.issuer))
+        {
+            return Err(ConfigError::Invalid {
+                field: "console_sign_in",
+                message: format!(
+                    "the console signs in with {}, which must be one of auth.issuers under --auth jwt",
+                    sign_in.issuer
+                ),
+            });
         }
         // One entry per issuer: a token is checked against the first entry
         // naming its `iss`, so a second would silently never apply.

@@ -63,8 +63,8 @@ pub(crate) fn document(status: StatusCode, csp: &'static str, title: &str, head:
     response
 }
 
-/// A 303 to `location` (a path of this server), setting `cookie` when
-/// given.
+/// A 303 to `location` (a path of this server, or an identity provider's
+/// sign-in), setting `cookie` when given.
 pub(crate) fn see_other(location: &str, cookie: Option<&str>) -> Response {
     let mut response = (StatusCode::SEE_OTHER, "").into_response();
     if let Ok(location) = HeaderValue::from_str(location) {

@@ -32,7 +32,17 @@ const provider = new Provider(issuer, {
   findAccount: async (_ctx, id) => ({ accountId: id, claims: async () => ({ sub: id }) }),
   // The scope the platform asks agents to get (its 401's `scope`); the
   // clients register with it.
-  scopes: ['openid', 'offline_access', 'pilotage:mcp'],
+  scopes: ['openid', 'offline_access', 'pilotage:mcp', 'pilotage:console'],
+  // The platform's console, registered by its operator: a public client
+  // whose redirect is on loopback (any port, RFC 8252 §7.3).
+  clients: [{
+    client_id: 'pilotage-console',
+    token_endpoint_auth_method: 'none',
+    application_type: 'native',
+    redirect_uris: ['http://127.0.0.1/console/oidc/callback'],
+    grant_types: ['authorization_code'],
+    response_types: ['code'],
+  }],
   pkce: { required: () => true },
   features: {
     devInteractions: { enabled: true },
@@ -44,9 +54,10 @@ const provider = new Provider(issuer, {
       defaultResource: (_ctx, _client, oneOf) => oneOf,
       useGrantedResource: () => true,
       getResourceServerInfo: (_ctx, resource) => ({
-        // The scopes an MCP resource of the platform may be granted: an
-        // agent's only (the admin API is another resource).
-        scope: 'pilotage:mcp',
+        // The scopes each resource of the platform may be granted: an
+        // agent's for the MCP resource, a console reader's for the admin
+        // side (another resource).
+        scope: resource.endsWith('/admin/v1') ? 'pilotage:console' : 'pilotage:mcp',
         audience: resource,
         accessTokenTTL: 600,
         accessTokenFormat: 'jwt',

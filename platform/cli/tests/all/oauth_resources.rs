@@ -475,6 +475,21 @@ impl OpenIdProvider {
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
         OpenIdProvider { issuer, _process: process }
     }
+
+    /// A server's settings trusting this provider as the demo tenant's
+    /// (its tokens name no tenant), requiring `typ` at+jwt when
+    /// `access_token_type`.
+    async fn trusted_for_demo(&self, access_token_type: bool) -> pilotage_server::settings::Settings {
+        let mut settings = settings(Backend::Sqlite).await;
+        settings.auth.mode = AuthMode::Jwt;
+        settings.auth.issuers = vec![IssuerConfig {
+            algorithms: vec!["ES256".into()],
+            tenants: vec!["demo".into()],
+            access_token_type,
+            ..IssuerConfig::new(&self.issuer, format!("{}/jwks", self.issuer))
+        }];
+        settings
+    }
 }
 
 /// An official SDK's OAuth flow (`script` run by `program`:
@@ -499,16 +514,8 @@ async fn sdk_flow(program: String, script: &str, mcp_url: String, base: String) 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_sdks_sign_in_through_a_real_openid_provider_on_both_resource_paths() {
     let provider = OpenIdProvider::start().await;
-    let mut settings = settings(Backend::Sqlite).await;
-    settings.auth.mode = AuthMode::Jwt;
-    // The customer's provider, tied to the demo tenant: its tokens name no
-    // tenant, and are RFC 9068 access tokens.
-    settings.auth.issuers = vec![IssuerConfig {
-        algorithms: vec!["ES256".into()],
-        tenants: vec!["demo".into()],
-        access_token_type: true,
-        ..IssuerConfig::new(&provider.issuer, format!("{}/jwks", provider.issuer))
-    }];
+    // Its tokens are RFC 9068 access tokens.
+    let settings = provider.trusted_for_demo(true).await;
     let server = server(settings).await;
     let base = format!("http://{}", server.addr);
 
@@ -658,4 +665,69 @@ async fn a_key_bound_token_is_accepted_only_with_a_fresh_proof_of_its_key() {
     assert_eq!(status, 401);
     assert!(challenge.contains("its issuer is not set to issue such tokens"), "{challenge}");
     server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_signs_in_to_the_console_through_the_openid_provider_in_a_browser() {
+    use pilotage_test_support::browser::Browser;
+    let provider = OpenIdProvider::start().await;
+    // The people it signs in read the demo tenant's pages.
+    let mut settings = provider.trusted_for_demo(false).await;
+    settings.console = true;
+    settings.console_sign_in = Some(pilotage_server::auth::ConsoleSignIn {
+        issuer: provider.issuer.clone(),
+        client_id: "pilotage-console".into(),
+        client_secret: None,
+        scopes: vec!["openid".into(), "pilotage:console".into()],
+        label: Some("Sign in with the demo company's account".into()),
+    });
+    let server = server(settings).await;
+    let base = format!("http://{}", server.addr);
+    let browser = Browser::start().await.expect("headless Chromium (Debian's chromium and chromium-driver)");
+
+    // From a tenant page, signed out: the sign-in page offers the provider.
+    browser.goto(&format!("{base}/console/t/demo/catalog")).await.unwrap();
+    let offered = browser.text("#sign-in-provider").await.unwrap();
+    assert_eq!(offered, "Sign in with the demo company's account");
+    assert!(browser.exists("#token").await.unwrap(), "the pasted credential stays beside it");
+    browser.click("#sign-in-provider").await.unwrap();
+    // The provider's own pages: a sign-in, then a consent.
+    wait_for(&browser, "input[name=login]").await;
+    browser.fill("input[name=login]", "olive").await.unwrap();
+    browser.fill("input[name=password]", "any").await.unwrap();
+    browser.submit("input[name=login]").await.unwrap();
+    wait_for(&browser, "input[name=prompt][value=consent]").await;
+    browser.submit("input[name=prompt][value=consent]").await.unwrap();
+    // Back where it was going, signed in as the provider's person.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while !browser.current_url().await.unwrap().starts_with(&format!("{base}/console/t/demo/catalog")) {
+        assert!(std::time::Instant::now() < deadline, "not back: {}", browser.current_url().await.unwrap());
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let cookies = browser.cookies().await.unwrap();
+    assert!(cookies.iter().any(|c| c.name == "pilotage_console"), "no session cookie");
+    assert!(!cookies.iter().any(|c| c.name == "pilotage_console_oidc"), "the pending sign-in was not cleared");
+    let page = browser.text("body").await.unwrap();
+    assert!(page.contains("olive"), "the page does not name who signed in: {page}");
+    // A reader of demo: the operator's home is not theirs.
+    browser.goto(&format!("{base}/console/t/other/catalog")).await.unwrap();
+    assert!(!browser.text("body").await.unwrap().contains("Catalog of other"));
+
+    // A callback that no sign-in here started opens nothing.
+    let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let forged = http.get(format!("{base}/console/oidc/callback?code=stolen&state=guessed")).send().await.unwrap();
+    assert_eq!(forged.status(), 401);
+    assert!(forged.headers().get("set-cookie").is_none());
+    assert!(forged.text().await.unwrap().contains("was not started here"));
+    browser.close().await.unwrap();
+    server.stop().await;
+}
+
+/// Waits until `selector` exists on the browser's page, at most 15 s.
+async fn wait_for(browser: &pilotage_test_support::browser::Browser, selector: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while !browser.exists(selector).await.unwrap_or(false) {
+        assert!(std::time::Instant::now() < deadline, "{selector} never appeared at {:?}", browser.current_url().await);
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
 }

@@ -30,6 +30,9 @@ pub(crate) struct AdminState {
     pub limits: AdminLimits,
     /// Failed credentials per client address (`super::throttle`).
     pub throttle: Arc<super::throttle::SignInThrottle>,
+    /// The console's sign-in with an identity provider, when configured
+    /// (`crate::console`).
+    pub console_sign_in: Option<Arc<crate::auth::ConsoleSignIn>>,
 }
 
 /// The admin API's body bounds.

@@ -133,6 +133,37 @@ impl Default for AuthSettings {
     }
 }
 
+/// Sign-in to the console with OpenID Connect (authorization code with
+/// PKCE, RFC 7636, asking for a token of the admin side's resource, RFC
+/// 8707): the token it returns opens a console session as a pasted one
+/// would, so what it may see follows its scopes (`pilotage:admin`,
+/// `pilotage:tenant-admin`, `pilotage:console`) and tenant, as the identity
+/// provider grants them to each person. Settings file only:
+/// `[console_sign_in]`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConsoleSignIn {
+    /// The identity provider: one of `auth.issuers`, whose
+    /// `/.well-known/openid-configuration` names its endpoints.
+    pub issuer: String,
+    /// The console's client id there (registered with the redirect URI
+    /// `<public url>/console/oidc/callback`).
+    pub client_id: String,
+    /// Its secret, for a confidential client; none for a public one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret: Option<String>,
+    /// The scopes asked for (default `openid pilotage:console`).
+    #[serde(default = "console_scopes")]
+    pub scopes: Vec<String>,
+    /// The sign-in button's words (default "Sign in with <issuer>").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+}
+
+fn console_scopes() -> Vec<String> {
+    vec!["openid".to_owned(), CONSOLE_SCOPE.to_owned()]
+}
+
 /// The claims the platform reads from a token. Others are ignored.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Claims {

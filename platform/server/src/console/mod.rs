@@ -31,6 +31,7 @@
 pub(crate) mod assets;
 mod capacity;
 mod figures;
+mod oidc;
 mod pages;
 mod runs;
 mod session;
@@ -49,6 +50,8 @@ pub(crate) fn router(state: AdminState) -> Router {
         .route("/console/", get(session::home))
         .route("/console/sign-in", get(session::sign_in_page).post(session::sign_in))
         .route("/console/sign-out", post(session::sign_out))
+        .route("/console/oidc/start", get(oidc::start))
+        .route("/console/oidc/callback", get(oidc::callback))
         .route("/console/assets/{name}", get(assets::asset))
         .route("/console/t/{tenant}", get(pages::overview))
         .route("/console/t/{tenant}/figures.json", get(figures::figures))

@@ -29,7 +29,7 @@ const COOKIE: &str = "pilotage_console";
 /// How long a session lasts, in seconds.
 pub(super) const SESSION_S: i64 = 1800;
 /// The sealing box's name for console sessions and CSRF tokens.
-const SEAL: &str = "\u{0}console";
+pub(super) const SEAL: &str = "\u{0}console";
 
 /// Every console page's Content-Security-Policy: scripts and styles from
 /// this server's `/console/assets` only, the figures fetched from here,
@@ -258,13 +258,13 @@ pub(super) async fn home(State(state): State<AdminState>, headers: HeaderMap) ->
 #[derive(Debug, Deserialize)]
 pub(super) struct Next {
     #[serde(default)]
-    next: Option<String>,
+    pub(super) next: Option<String>,
 }
 
 /// Only a console path of this server: never another origin
 /// (`//host`, `/\host`), nor a path that leaves the console once a
 /// browser resolves it (`/console/../admin`, `%2e%2e`, `/consoleevil`).
-fn safe_next(next: Option<&str>) -> String {
+pub(super) fn safe_next(next: Option<&str>) -> String {
     let fits = |path: &str| {
         let (route, _) = path.split_once(['?', '#']).unwrap_or((path, ""));
         (route == "/console" || route.starts_with("/console/"))
@@ -279,12 +279,27 @@ fn safe_next(next: Option<&str>) -> String {
     }
 }
 
-fn sign_in_form(next: &str, message: Option<&str>) -> Response {
+pub(super) fn sign_in_form(state: &AdminState, next: &str, message: Option<&str>) -> Response {
     let note = message.map(|m| format!("<p role=\"alert\" id=\"sign-in-error\">{}</p>", escape(m))).unwrap_or_default();
+    // Sign-in with the identity provider, when configured, comes first;
+    // the pasted credential stays for operators' tokens.
+    let provider = state
+        .console_sign_in
+        .as_ref()
+        .map(|sign_in| {
+            let label = sign_in.label.clone().unwrap_or_else(|| format!("Sign in with {}", sign_in.issuer));
+            let start = format!("/console/oidc/start?next={}", urlencoding(next));
+            format!(
+                "<p><a id=\"sign-in-provider\" class=\"button\" href=\"{}\">{}</a></p>",
+                escape(&start),
+                escape(&label)
+            )
+        })
+        .unwrap_or_default();
     let mut response = plain(
         "Sign in to the console",
         &format!(
-            "{note}<form method=\"post\" action=\"/console/sign-in\"><input type=\"hidden\" name=\"next\" value=\"{}\"><label for=\"token\">Credential: the operator token, or a token holding pilotage:console or pilotage:tenant-admin for your tenant</label><input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"off\" required><p><button type=\"submit\">Sign in</button></p></form>",
+            "{note}{provider}<form method=\"post\" action=\"/console/sign-in\"><input type=\"hidden\" name=\"next\" value=\"{}\"><label for=\"token\">Credential: the operator token, or a token holding pilotage:console or pilotage:tenant-admin for your tenant</label><input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"off\" required><p><button type=\"submit\">Sign in</button></p></form>",
             escape(next)
         ),
     );
@@ -295,8 +310,19 @@ fn sign_in_form(next: &str, message: Option<&str>) -> Response {
 }
 
 /// `GET /console/sign-in`.
-pub(super) async fn sign_in_page(Query(next): Query<Next>) -> Response {
-    sign_in_form(&safe_next(next.next.as_deref()), None)
+pub(super) async fn sign_in_page(State(state): State<AdminState>, Query(next): Query<Next>) -> Response {
+    sign_in_form(&state, &safe_next(next.next.as_deref()), None)
+}
+
+/// `value` percent-encoded for a query parameter.
+fn urlencoding(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 /// The sign-in form.
@@ -319,30 +345,45 @@ pub(super) async fn sign_in(
     // is read (`admin::throttle`).
     let client = state.throttle.client(peer.map(|Extension(ConnectInfo(peer))| peer), &headers);
     if let Err(left) = state.throttle.check(client) {
-        return throttled_page(sign_in_form(&next, Some(THROTTLED)), left);
+        return throttled_page(sign_in_form(&state, &next, Some(THROTTLED)), left);
     }
     // A credential pasted with its scheme ("Bearer eyJ…") reads too.
     let token = form.token.trim();
     let token = token.strip_prefix("Bearer ").or_else(|| token.strip_prefix("bearer ")).unwrap_or(token).trim();
-    let (credential, until) = match credential_until(&state, token).await {
-        Ok(read) => read,
-        Err(_) => {
+    match open_session(&state, token, &next).await {
+        Ok(response) => response,
+        Err(Refused::Invalid) => {
             state.throttle.failed(client);
-            return sign_in_form(&next, Some("This credential is not valid."));
+            sign_in_form(&state, &next, Some("This credential is not valid."))
         }
-    };
+        Err(Refused::NotForTheConsole) => sign_in_form(
+            &state,
+            &next,
+            Some("This credential may not read the console (it holds neither pilotage:console nor an admin scope)."),
+        ),
+    }
+}
+
+/// Why a credential opened no session.
+pub(super) enum Refused {
+    /// It is not valid here.
+    Invalid,
+    /// It is valid but grants no console page.
+    NotForTheConsole,
+}
+
+/// A console session for `token` (pasted, or returned by the identity
+/// provider): the 303 to `next` setting the session cookie.
+///
+/// # Errors
+/// [`Refused`] saying why there is none.
+pub(super) async fn open_session(state: &AdminState, token: &str, next: &str) -> Result<Response, Refused> {
+    let (credential, until) = credential_until(state, token).await.map_err(|_| Refused::Invalid)?;
     let (tenant, who) = match credential {
         Credential::Admin(Admin::Operator(who)) => (None, who),
         Credential::Admin(Admin::TenantAdmin { tenant, who })
         | Credential::Scoped { tenant, who, console: true, .. } => (Some(tenant), who),
-        Credential::Scoped { .. } | Credential::Other(_) => {
-            return sign_in_form(
-                &next,
-                Some(
-                    "This credential may not read the console (it holds neither pilotage:console nor an admin scope).",
-                ),
-            );
-        }
+        Credential::Scoped { .. } | Credential::Other(_) => return Err(Refused::NotForTheConsole),
     };
     let viewer = Viewer {
         tenant,
@@ -354,7 +395,7 @@ pub(super) async fn sign_in(
     let sealed = web::seal(&state.platform, SEAL, "session", &serde_json::to_string(&viewer).unwrap_or_default());
     let secure = if state.platform.public_url().starts_with("https://") { "; Secure" } else { "" };
     let cookie = format!("{COOKIE}={sealed}; Path=/console; HttpOnly; SameSite=Lax; Max-Age={SESSION_S}{secure}");
-    web::see_other(&next, Some(&cookie))
+    Ok(web::see_other(next, Some(&cookie)))
 }
 
 /// The sign-out form.

@@ -7,13 +7,18 @@
 // calls tools with the token. Then what the token can and cannot do.
 //
 // Usage: node flow.mjs <MCP URL> <server base URL> <a workflow/v1 program as
-// JSON>; prints one JSON report
+// JSON> [v1|v2]; prints one JSON report
 // and exits 0, or prints why and exits 1.
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-
-const [mcpUrl, baseUrl, program] = process.argv.slice(2);
+const [mcpUrl, baseUrl, program, sdk = 'v1'] = process.argv.slice(2);
+// The 1.x SDK, or the v2 client package (whose finishAuth takes the whole
+// callback's parameters).
+const { Client, StreamableHTTPClientTransport, UnauthorizedError } = sdk === 'v2'
+  ? await import('@modelcontextprotocol/client')
+  : {
+    ...(await import('@modelcontextprotocol/sdk/client/index.js')),
+    ...(await import('@modelcontextprotocol/sdk/client/auth.js')),
+    ...(await import('@modelcontextprotocol/sdk/client/streamableHttp.js')),
+  };
 const REDIRECT = 'http://127.0.0.1:9/callback';
 
 /** A cookie jar for one browser session at the provider (names only). */
@@ -45,7 +50,7 @@ class Browser {
         if (back.searchParams.get('error')) {
           throw new Error(`the provider refused: ${back.searchParams.get('error_description')}`);
         }
-        return back.searchParams.get('code');
+        return back.searchParams;
       }
       if (location) {
         next = new URL(location, next).href;
@@ -94,7 +99,7 @@ class MemoryAuth {
   codeVerifier() { return this.verifier; }
   async redirectToAuthorization(url) {
     this.asked = Object.fromEntries(url.searchParams);
-    this.code = await this.browser.authorize(url.href);
+    this.callback = await this.browser.authorize(url.href);
   }
 }
 
@@ -112,8 +117,8 @@ async function main() {
     if (!(error instanceof UnauthorizedError)) throw error;
     signedIn = true;
   }
-  if (!signedIn || !auth.code) throw new Error('the server did not ask the client to sign in');
-  await transport.finishAuth(auth.code);
+  if (!signedIn || !auth.callback) throw new Error('the server did not ask the client to sign in');
+  await transport.finishAuth(sdk === 'v2' ? auth.callback : auth.callback.get('code'));
 
   transport = new StreamableHTTPClientTransport(new URL(mcpUrl), { authProvider: auth });
   const client = new Client({ name: 'pilotage-oauth-interop', version: '1.0.0' });
@@ -125,6 +130,16 @@ async function main() {
     arguments: { workflow: JSON.parse(program) },
   });
   const token = auth.tokens().access_token;
+
+  // A tenant the token is not for: the refusal's words reach the SDK's
+  // error.
+  let refusal = null;
+  const elsewhere = new Client({ name: 'pilotage-oauth-interop', version: '1.0.0' });
+  try {
+    await elsewhere.connect(new StreamableHTTPClientTransport(new URL(`${baseUrl}/t/nosuch/mcp`), { authProvider: auth }));
+  } catch (error) {
+    refusal = String(error?.message ?? error);
+  }
 
   // The agent's token is refused by the admin API, whatever it holds.
   const admin = await fetch(`${baseUrl}/admin/v1/tenants`, { headers: { authorization: `Bearer ${token}` } });
@@ -145,6 +160,7 @@ async function main() {
     admin_status: admin.status,
     admin_message: (await admin.json()).error?.message ?? null,
     refresh_token: refreshed,
+    refusal,
   }));
 }
 

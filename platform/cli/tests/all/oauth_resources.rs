@@ -451,7 +451,11 @@ struct OpenIdProvider {
 impl OpenIdProvider {
     async fn start() -> OpenIdProvider {
         use tokio::io::AsyncBufReadExt as _;
-        crate::interop::npm_installed("tests/interop/oauth", "oidc-provider", "oidc-provider and the TypeScript SDK");
+        crate::interop::npm_installed(
+            "tests/interop/oauth",
+            "@modelcontextprotocol/client",
+            "oidc-provider and the TypeScript SDK clients",
+        );
         let mut process = tokio::process::Command::new("node")
             .arg("tests/interop/oauth/provider.mjs")
             .current_dir(crate::support::repository())
@@ -495,8 +499,8 @@ impl OpenIdProvider {
 /// An official SDK's OAuth flow (`script` run by `program`:
 /// `tests/interop/oauth/flow.mjs` with node, `flow.py` with the Python
 /// SDK's interpreter) against `mcp_url`: its report.
-async fn sdk_flow(program: String, script: &str, mcp_url: String, base: String) -> Value {
-    let args = vec![mcp_url, base, crate::endpoint::spec_program().to_string()];
+async fn sdk_flow(program: String, script: &str, variant: &str, mcp_url: String, base: String) -> Value {
+    let args = vec![mcp_url, base, crate::endpoint::spec_program().to_string(), variant.to_owned()];
     let script = crate::support::repository().join(script);
     let report = tokio::task::spawn_blocking(move || crate::interop::run_script(&program, &script, &args))
         .await
@@ -519,14 +523,25 @@ async fn the_official_sdks_sign_in_through_a_real_openid_provider_on_both_resour
     let server = server(settings).await;
     let base = format!("http://{}", server.addr);
 
+    // TypeScript 1.x, the TypeScript v2 client, Python.
     let sdks = [
-        ("node".to_owned(), "tests/interop/oauth/flow.mjs"),
-        (crate::interop::python_sdk(), "tests/interop/oauth/flow.py"),
+        ("node".to_owned(), "tests/interop/oauth/flow.mjs", "v1"),
+        ("node".to_owned(), "tests/interop/oauth/flow.mjs", "v2"),
+        (crate::interop::python_sdk(), "tests/interop/oauth/flow.py", ""),
     ];
-    for ((program, script), path) in sdks.iter().flat_map(|sdk| ["/mcp", "/t/demo/mcp"].map(|path| (sdk, path))) {
+    for ((program, script, variant), path) in
+        sdks.iter().flat_map(|sdk| ["/mcp", "/t/demo/mcp"].map(|path| (sdk, path)))
+    {
         let resource = format!("{base}{path}");
-        let report = sdk_flow(program.clone(), script, resource.clone(), base.clone()).await;
-        let path = format!("{script} {path}");
+        let report = sdk_flow(program.clone(), script, variant, resource.clone(), base.clone()).await;
+        let path = format!("{script} {variant} {path}");
+        if script.ends_with(".mjs") && path.ends_with(" /mcp") {
+            // A refusal's words reach the SDK's error. (A token issued for
+            // /t/demo/mcp is another resource's at /t/nosuch/mcp: the SDK
+            // starts a new sign-in there instead.)
+            let refusal = report["refusal"].as_str().unwrap_or_default();
+            assert!(refusal.contains("not for tenant 'nosuch'"), "{path}: {report}");
+        }
         // It asked for the agent's scope only, for the resource it
         // connected to, and registered itself.
         // (The Python SDK adds offline_access for a refresh token.)

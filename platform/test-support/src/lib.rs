@@ -278,15 +278,17 @@ pub async fn spawn_serving(command: &mut tokio::process::Command) -> (tokio::pro
     (child, url)
 }
 
-/// Reads a spawned `pilotage serve`'s stderr, for up to two minutes,
-/// until the line naming its MCP URL, and returns the URL.
+/// Reads a spawned `pilotage serve`'s stderr, for up to four minutes,
+/// until the line naming its MCP URL, and returns the URL. (A debug build
+/// compiling a Language file at start took 58 s on a machine also busy
+/// with a second build; two such starts side by side passed two minutes.)
 pub async fn mcp_url_announced(
     lines: &mut tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStderr>>,
 ) -> String {
     loop {
-        let line = tokio::time::timeout(std::time::Duration::from_secs(120), lines.next_line())
+        let line = tokio::time::timeout(std::time::Duration::from_secs(240), lines.next_line())
             .await
-            .expect("the server starts within 2 minutes")
+            .expect("the server starts within 4 minutes")
             .expect("stderr is readable")
             .expect("the server says where it listens");
         if let Some(url) = line.strip_prefix("Pilotage Platform: MCP at ") {

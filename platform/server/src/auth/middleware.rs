@@ -337,13 +337,10 @@ pub(crate) async fn require_principal(
         (Some(one), None) => one.to_str().ok().map(str::to_owned),
         _ => None,
     };
-    let url = format!("{}{}", auth.public_url, request.uri().path());
-    let how = Presented {
-        dpop_scheme: presented.as_ref().is_some_and(|(_, dpop)| *dpop),
-        proof: proof.as_deref(),
-        method: request.method().as_str(),
-        url: &url,
-    };
+    let dpop_scheme = presented.as_ref().is_some_and(|(_, dpop)| *dpop);
+    // The URL a proof must name; only a DPoP request needs it.
+    let url = if dpop_scheme { format!("{}{}", auth.public_url, request.uri().path()) } else { String::new() };
+    let how = Presented { dpop_scheme, proof: proof.as_deref(), method: request.method().as_str(), url: &url };
     let token = presented.as_ref().map(|(token, _)| token.as_str());
     match auth.authenticate(token, tenant.as_deref(), how).await {
         Ok(principal) => {

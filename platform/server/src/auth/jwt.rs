@@ -197,11 +197,6 @@ impl JwtVerifier {
         configs
     }
 
-    /// Whether `iss` is one of the settings' issuers.
-    pub fn is_configured(&self, iss: &str) -> bool {
-        self.issuers.iter().any(|i| i.config.issuer == iss)
-    }
-
     /// The trusted issuers' identifiers (for the resource metadata).
     pub fn issuers(&self) -> Vec<String> {
         self.configs().iter().map(|c| c.issuer.clone()).collect()

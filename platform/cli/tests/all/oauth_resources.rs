@@ -289,6 +289,7 @@ async fn a_customers_issuer_acts_only_for_its_tenants_and_common_provider_shapes
 /// An MCP `initialize` posted to `url` with `token`: the status and the
 /// challenge.
 async fn initialize_at(url: &str, token: Option<&str>) -> (u16, String) {
+    pilotage_client::install_crypto_provider();
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
     let mut request = reqwest::Client::new()
@@ -338,6 +339,8 @@ async fn admin_at(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenants_own_issuer_is_stored_audited_and_trusted_on_every_replica() {
     const CUSTOMER: &str = "https://idp.demo-customer.test/";
+    // This test's own HTTP clients may be the process's first.
+    pilotage_client::install_crypto_provider();
     let (operator_key, customer_key) = (ec_key("operator-1"), ec_key("customer-1"));
     let (operator_jwks, customer_jwks) =
         (jwks(vec![operator_key.jwk.clone()]).await, jwks(vec![customer_key.jwk.clone()]).await);

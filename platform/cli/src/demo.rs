@@ -664,10 +664,12 @@ async fn automation_story(
             && world.home() == home_before,
         deployed.execution.as_ref().map(|e| format!("{:?}", e.outcome)).unwrap_or_default(),
     )?;
-    let night_at = "2026-07-14T22:41:00+02:00";
-    if let Some(ms) = pilotage_engine::clock::parse_rfc3339(night_at) {
-        server.platform.clock().freeze_at(ms);
-    }
+    // The last 22:41 in Paris before now, not a fixed date: the Run and the
+    // firing then fall within the retention, so serving this data folder
+    // afterwards still shows them (a date months back would have expired).
+    let (night_ms, night_at) = last_night_in_paris(server.platform.clock().now_ms())
+        .unwrap_or((1_784_061_660_000, "2026-07-14T22:41:00+02:00".to_owned()));
+    server.platform.clock().freeze_at(night_ms);
     n.say(&format!(
         "   So that \"at night\" does not depend on when you run this demo, the demo sets the platform's clock to {night_at} (22:41 in Paris); firings read that clock."
     ))?;
@@ -736,4 +738,32 @@ async fn automation_story(
     )?;
     console::fired_rule(server, n, data_dir, &tenant, "porch-at-night", &run_id).await?;
     Ok(())
+}
+
+/// The last 22:41 in Europe/Paris at or before `now_ms`: its epoch
+/// milliseconds and its RFC 3339 text with Paris's offset of that day.
+fn last_night_in_paris(now_ms: i64) -> Option<(i64, String)> {
+    use chrono::TimeZone as _;
+    let paris = chrono_tz::Europe::Paris;
+    let now = paris.timestamp_millis_opt(now_ms).single()?;
+    (0..3).find_map(|days_back| {
+        let day = now.date_naive().checked_sub_days(chrono::Days::new(days_back))?;
+        let at = paris.from_local_datetime(&day.and_hms_opt(22, 41, 0)?).single()?;
+        (at <= now).then(|| (at.timestamp_millis(), at.to_rfc3339()))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::last_night_in_paris;
+
+    #[test]
+    fn the_demo_night_is_the_last_22_41_in_paris() {
+        // 2026-12-07 14:41 UTC is 15:41 in Paris: the night before.
+        let (ms, text) = last_night_in_paris(1_796_654_460_000).unwrap();
+        assert_eq!(text, "2026-12-06T22:41:00+01:00");
+        assert!(ms <= 1_796_654_460_000);
+        // 2026-07-14 21:00 UTC is 23:00 in Paris (summer time): that night.
+        assert_eq!(last_night_in_paris(1_784_062_800_000).unwrap().1, "2026-07-14T22:41:00+02:00");
+    }
 }

@@ -23,7 +23,7 @@ use commands::approval::{ApprovalCommand, PolicyCommand, approval_command, polic
 use commands::client::{ClientArgs, client};
 use commands::conformance::{ConformanceArgs, conformance};
 use commands::language::{LanguageCommand, language_check, language_new};
-use commands::serve::{ServeArgs, SettingsArgs, demo, demo_world, log_filter, migrate, serve};
+use commands::serve::{ServeArgs, SettingsArgs, demo, demo_world, migrate, serve, tool_log_filter};
 use commands::token::{TokenCommand, token_mint};
 
 /// The process's allocator: mimalloc rather than glibc's malloc. Every
@@ -108,7 +108,7 @@ fn main() -> ExitCode {
     // export) are known.
     if !matches!(cli.command, Command::Serve(_)) {
         let _ = pilotage_server::telemetry::logs::init(
-            log_filter(),
+            tool_log_filter(),
             pilotage_server::telemetry::logs::LogFormat::Text,
             None,
         );
@@ -121,7 +121,7 @@ fn main() -> ExitCode {
         Command::Language(LanguageCommand::New { name, lang, dir, sdk }) => language_new(&name, dir, sdk, lang),
         Command::Language(LanguageCommand::Check(args)) => language_check(args),
         Command::Language(LanguageCommand::Publish { tenant, component, server, admin_token }) => {
-            block_on(publish(&server, admin_token.as_deref(), &tenant, &component))
+            block_on(publish(&server, admin_token.as_deref(), &tenant, &component, None))
         }
         Command::Token(TokenCommand::Mint { data_dir, public_url, tenant, subject, scopes, ttl }) => {
             token_mint(&data_dir, &public_url, &tenant, &subject, &scopes, ttl)

@@ -136,7 +136,7 @@ impl Connection {
         }
         let transport = StreamableHttpClientTransport::from_config(config);
         let (handler, list_changes) = Handler::pilotage();
-        let service = handler.serve(transport).await.map_err(|e| ClientError::Transport(e.to_string()))?;
+        let service = handler.serve(transport).await.map_err(|e| ClientError::Transport(handshake_failure(url, &e)))?;
         Ok(Connection { service, endpoint: url.to_owned(), list_changes, child: None, timeout: CALL_TIMEOUT })
     }
 
@@ -293,4 +293,59 @@ pub(crate) fn result<T: serde::de::DeserializeOwned>(what: &str, reply: Reply) -
         Reply::Result(value) => parse(what, value),
         Reply::RequestError(error) => Err(ClientError::Request(error)),
     }
+}
+
+/// Why the handshake with `url` failed, in one sentence a person can act
+/// on. rmcp's own message names its transport's Rust type and hides a
+/// refused credential behind "Auth required"; the HTTP transport's error
+/// inside it says what happened.
+fn handshake_failure(url: &str, error: &rmcp::service::ClientInitializeError) -> String {
+    use rmcp::transport::streamable_http_client::StreamableHttpError;
+    // rmcp's handshake error does not name the transport's error as its
+    // source: reach it through the variant that carries it.
+    let mut source: Option<&(dyn std::error::Error + 'static)> = match error {
+        rmcp::service::ClientInitializeError::TransportError { error, .. } => Some(error.error.as_ref()),
+        other => Some(other),
+    };
+    while let Some(current) = source {
+        if let Some(http) = current.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
+            return match http {
+                StreamableHttpError::AuthRequired(refused) => format!(
+                    "{url} refused the request (401): it needs a valid bearer token (--token or PILOTAGE_TOKEN), \
+                     and the one given, if any, is missing, expired or not for this server{}",
+                    described(&refused.www_authenticate_header)
+                ),
+                StreamableHttpError::InsufficientScope(refused) => format!(
+                    "{url} refused the token (403): it lacks the scope {}{}",
+                    refused.required_scope.as_deref().unwrap_or("this server asks for"),
+                    described(&refused.www_authenticate_header)
+                ),
+                StreamableHttpError::Client(error) => format!("cannot reach {url}: {}", root_cause(error)),
+                other => format!("{url}: {other}"),
+            };
+        }
+        source = current.source();
+    }
+    format!("{url}: {}", root_cause(error))
+}
+
+/// `: <error_description>` of a `WWW-Authenticate` challenge, when it has one.
+fn described(challenge: &str) -> String {
+    challenge
+        .split("error_description=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .filter(|text| !text.is_empty())
+        .map(|text| format!(" (the server says: {text})"))
+        .unwrap_or_default()
+}
+
+/// The innermost cause of `error` (a refused connection, a name that does
+/// not resolve), which says more than the layers wrapping it.
+fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut current = error;
+    while let Some(inner) = current.source() {
+        current = inner;
+    }
+    current.to_string()
 }

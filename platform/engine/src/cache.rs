@@ -111,7 +111,32 @@ pub(crate) fn load_into(
 }
 
 fn compile(engine: &wasmtime::Engine, bytes: &[u8]) -> Result<Component, EngineError> {
+    if let Some(reason) = not_a_component(bytes) {
+        return Err(EngineError::Compile(reason.to_owned()));
+    }
     Component::new(engine, bytes).map_err(|e| EngineError::Compile(format!("{e:#}")))
+}
+
+/// Why `bytes` cannot be a component, from their preamble alone, in words
+/// a person uploading the wrong file understands (wasmtime's own message
+/// shows the expected and actual header bytes as arrays).
+fn not_a_component(bytes: &[u8]) -> Option<&'static str> {
+    // A binary starts with `\0asm`, then a version and a layer: 1, 0 for a
+    // core module; 0x0d, 1 for a component (the component model's binary
+    // format).
+    if !bytes.starts_with(b"\0asm") {
+        return Some(
+            "the file is not WebAssembly (it does not begin with \\0asm): upload the .wasm component a Language's \
+             build produces",
+        );
+    }
+    match bytes.get(4..8) {
+        Some([1, 0, 0, 0]) => Some(
+            "the file is a core WebAssembly module, not a component: build the Language for wasm32-wasip2 (or \
+             wrap the module with `wasm-tools component new`)",
+        ),
+        _ => None,
+    }
 }
 
 #[allow(unsafe_code)]
@@ -141,4 +166,16 @@ fn store(component: &Component, dir: &Path, path: &Path) -> Result<(), EngineErr
     let temporary = path.with_extension(format!("tmp{}", std::process::id()));
     std::fs::write(&temporary, artifact).map_err(|e| EngineError::Cache(e.to_string()))?;
     std::fs::rename(&temporary, path).map_err(|e| EngineError::Cache(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::not_a_component;
+
+    #[test]
+    fn the_wrong_file_is_named_in_words() {
+        assert!(not_a_component(b"hello, world").unwrap().contains("not WebAssembly"));
+        assert!(not_a_component(b"\0asm\x01\0\0\0").unwrap().contains("core WebAssembly module"));
+        assert_eq!(not_a_component(b"\0asm\x0d\0\x01\0"), None);
+    }
 }

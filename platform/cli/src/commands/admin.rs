@@ -10,7 +10,7 @@ use clap::{Args, Subcommand};
 use serde_json::Value;
 use sha2::Digest as _;
 
-use crate::output::{print_json, say};
+use crate::output::{Output, print_value, say};
 
 #[derive(Args)]
 pub(crate) struct AdminArgs<C: Subcommand> {
@@ -20,6 +20,10 @@ pub(crate) struct AdminArgs<C: Subcommand> {
     /// The operator token (or a bearer token with an admin scope).
     #[arg(long, env = "PILOTAGE_ADMIN_TOKEN", global = true)]
     pub(crate) admin_token: Option<String>,
+    /// How to print the answer (default: a table at a terminal, JSON
+    /// otherwise).
+    #[arg(long, value_enum, global = true)]
+    pub(crate) output: Option<Output>,
     #[command(subcommand)]
     pub(crate) command: C,
 }
@@ -116,6 +120,111 @@ pub(crate) enum TenantCommand {
         /// The `iss` to stop trusting.
         #[arg(long)]
         issuer: String,
+    },
+    /// What a tenant's Runs used per UTC day, by kind and outcome, with
+    /// totals (kept when the Runs expire).
+    Usage {
+        /// The tenant id.
+        id: String,
+        /// The first day, YYYY-MM-DD (default: 29 days before --to).
+        #[arg(long)]
+        from: Option<String>,
+        /// The last day, included (default: today, UTC).
+        #[arg(long)]
+        to: Option<String>,
+        /// Print CSV, for a spreadsheet or a billing system.
+        #[arg(long)]
+        csv: bool,
+    },
+    /// Show or change a tenant's quotas.
+    #[command(subcommand)]
+    Quotas(QuotasCommand),
+    /// Show or replace where a tenant may make the platform connect.
+    #[command(subcommand)]
+    Egress(EgressCommand),
+}
+
+#[derive(Subcommand)]
+pub(crate) enum QuotasCommand {
+    /// Show a tenant's quotas.
+    Get {
+        /// The tenant id.
+        id: String,
+    },
+    /// Change the quotas named; the others keep their values.
+    Set {
+        /// The tenant id.
+        id: String,
+        #[command(flatten)]
+        quotas: QuotaFlags,
+    },
+}
+
+/// One flag per quota (`pilotage_server::tenancy::Quotas`), each optional.
+#[derive(Args)]
+pub(crate) struct QuotaFlags {
+    /// Runs executing at once, per replica.
+    #[arg(long)]
+    max_concurrent_runs: Option<u32>,
+    /// Tool calls per second, per replica.
+    #[arg(long)]
+    requests_per_second: Option<u32>,
+    /// Bytes of stored Run records, fleet-wide.
+    #[arg(long)]
+    max_stored_run_bytes: Option<u64>,
+    /// Deployments installed at once.
+    #[arg(long)]
+    max_deployments: Option<u32>,
+    /// Firings of one deployment per minute.
+    #[arg(long)]
+    max_firings_per_minute: Option<u32>,
+    /// Wall-time bound of a Run started as an MCP task, in milliseconds.
+    #[arg(long)]
+    task_wall_time_ms: Option<u64>,
+}
+
+impl QuotaFlags {
+    /// The quotas named, as `(member, value)`.
+    fn named(&self) -> Vec<(&'static str, u64)> {
+        [
+            ("max_concurrent_runs", self.max_concurrent_runs.map(u64::from)),
+            ("requests_per_second", self.requests_per_second.map(u64::from)),
+            ("max_stored_run_bytes", self.max_stored_run_bytes),
+            ("max_deployments", self.max_deployments.map(u64::from)),
+            ("max_firings_per_minute", self.max_firings_per_minute.map(u64::from)),
+            ("task_wall_time_ms", self.task_wall_time_ms),
+        ]
+        .into_iter()
+        .filter_map(|(name, value)| Some((name, value?)))
+        .collect()
+    }
+}
+
+#[derive(Subcommand)]
+pub(crate) enum EgressCommand {
+    /// Show where a tenant may make the platform connect.
+    Get {
+        /// The tenant id.
+        id: String,
+    },
+    /// Replace the tenant's egress policy whole.
+    Set {
+        /// The tenant id.
+        id: String,
+        /// A CIDR (`10.1.0.0/16`, a bare address) or host name
+        /// (`broker.example.com`, `*.example.com`) the tenant may reach
+        /// (repeatable).
+        #[arg(long = "allow")]
+        allow: Vec<String>,
+        /// Every MQTT topic filter of the tenant must be this topic or lie
+        /// below it.
+        #[arg(long)]
+        mqtt_topic_prefix: Option<String>,
+        /// Set nothing: public addresses only, any topic (needed when
+        /// neither --allow nor --mqtt-topic-prefix is given, so a bare
+        /// `set` never clears a policy by accident).
+        #[arg(long, conflicts_with_all = ["allow", "mqtt_topic_prefix"])]
+        public_only: bool,
     },
 }
 
@@ -286,12 +395,28 @@ impl AdminClient {
         if !status.is_success() {
             // A refused upload: its lint findings as lines, not nested JSON.
             if let Some(findings) = refusal_findings(&value) {
-                let message = value["error"]["message"].as_str().unwrap_or_default();
-                bail!("{status}: {message}\n{findings}");
+                bail!("{} ({status})\n{findings}", refusal_sentence(&value));
             }
-            bail!("{status}: {}", serde_json::to_string_pretty(&value).unwrap_or_default());
+            bail!("{} ({status})", refusal_sentence(&value));
         }
         Ok(value)
+    }
+
+    /// A GET answered with text (CSV), refused as [`AdminClient::send`]
+    /// refuses.
+    pub(crate) async fn text(&self, path: &str) -> Result<String> {
+        let mut request = self.http.get(format!("{}{path}", self.base));
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.with_context(|| format!("cannot reach {}", self.base))?;
+        let status = response.status();
+        let text = response.text().await.unwrap_or_default();
+        if !status.is_success() {
+            let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+            bail!("{} ({status})", refusal_sentence(&body));
+        }
+        Ok(text)
     }
 
     pub(crate) async fn json(&self, method: reqwest::Method, path: &str, body: &Value) -> Result<Value> {
@@ -304,7 +429,9 @@ pub(crate) async fn publish(
     token: Option<&str>,
     tenant: &str,
     component: &std::path::Path,
+    output: Option<Output>,
 ) -> Result<ExitCode> {
+    let output = Output::chosen(output);
     let bytes = std::fs::read(component).with_context(|| format!("cannot read {}", component.display()))?;
     let client = AdminClient::new(server, token);
     // A component the tenant already serves is not sent again: the author's
@@ -324,7 +451,7 @@ pub(crate) async fn publish(
             serving["name"].as_str().unwrap_or("the Language"),
             &sha256[..12]
         );
-        print_json(serving)?;
+        print_value(serving, output)?;
         return Ok(ExitCode::SUCCESS);
     }
     eprint!("uploading {} ({} KiB) to tenant {tenant}… ", component.display(), bytes.len() / 1024);
@@ -335,13 +462,29 @@ pub(crate) async fn publish(
     match result {
         Ok(value) => {
             eprintln!("done in {} ms (compiled, described, linted)", started.elapsed().as_millis());
-            print_json(&value)?;
+            print_value(&value, output)?;
             Ok(ExitCode::SUCCESS)
         }
         Err(error) => {
             eprintln!("refused");
             Err(error)
         }
+    }
+}
+
+/// What a refusal's body says, as one plain sentence: the API's
+/// `error.message`, else the body's first line (a proxy's page, say), cut
+/// at 200 characters; never a dump of the body.
+fn refusal_sentence(body: &Value) -> String {
+    let text = match body {
+        Value::Null => return "the server gave no reason".to_owned(),
+        Value::String(text) => text.clone(),
+        other => other["error"]["message"].as_str().map_or_else(|| other.to_string(), str::to_owned),
+    };
+    let line = text.lines().find(|line| !line.trim().is_empty()).unwrap_or_default().trim();
+    match line.char_indices().nth(200) {
+        Some((end, _)) => format!("{}…", &line[..end]),
+        None => line.to_owned(),
     }
 }
 
@@ -361,6 +504,7 @@ pub(crate) fn refusal_findings(body: &Value) -> Option<String> {
 
 pub(crate) async fn tenant_command(args: AdminArgs<TenantCommand>) -> Result<ExitCode> {
     let client = AdminClient::new(&args.server, args.admin_token.as_deref());
+    let output = Output::chosen(args.output);
     let value = match args.command {
         TenantCommand::Create { id, name } => {
             let mut body = serde_json::json!({"id": id});
@@ -385,7 +529,7 @@ pub(crate) async fn tenant_command(args: AdminArgs<TenantCommand>) -> Result<Exi
             client.send(reqwest::Method::DELETE, &format!("/tenants/{id}"), None, "").await?
         }
         TenantCommand::Publish { id, component } => {
-            return publish(&args.server, args.admin_token.as_deref(), &id, &component).await;
+            return publish(&args.server, args.admin_token.as_deref(), &id, &component, args.output).await;
         }
         TenantCommand::Issuers { id } => {
             client.send(reqwest::Method::GET, &format!("/tenants/{id}"), None, "").await?["issuers"].take()
@@ -432,6 +576,49 @@ pub(crate) async fn tenant_command(args: AdminArgs<TenantCommand>) -> Result<Exi
             let body = serde_json::json!({"issuers": issuers});
             client.json(reqwest::Method::PATCH, &format!("/tenants/{id}"), &body).await?["issuers"].take()
         }
+        TenantCommand::Usage { id, from, to, csv } => {
+            let mut path = format!("/tenants/{id}/usage?format={}", if csv { "csv" } else { "json" });
+            for (name, day) in [("from", from), ("to", to)] {
+                if let Some(day) = day {
+                    path.push_str(&format!("&{name}={day}"));
+                }
+            }
+            if csv {
+                let text = client.text(&path).await?;
+                say!("{}", text.trim_end());
+                return Ok(ExitCode::SUCCESS);
+            }
+            client.send(reqwest::Method::GET, &path, None, "").await?
+        }
+        TenantCommand::Quotas(QuotasCommand::Get { id }) => tenant_member(&client, &id, "quotas").await?,
+        TenantCommand::Quotas(QuotasCommand::Set { id, quotas }) => {
+            let named = quotas.named();
+            if named.is_empty() {
+                bail!("name at least one quota to change (see `pilotage tenant quotas set --help`)");
+            }
+            // The API replaces the quotas whole: start from the tenant's.
+            let mut changed = tenant_member(&client, &id, "quotas").await?;
+            for (name, value) in named {
+                changed[name] = Value::from(value);
+            }
+            let body = serde_json::json!({"quotas": changed});
+            client.json(reqwest::Method::PATCH, &format!("/tenants/{id}"), &body).await?["quotas"].take()
+        }
+        TenantCommand::Egress(EgressCommand::Get { id }) => tenant_member(&client, &id, "egress").await?,
+        TenantCommand::Egress(EgressCommand::Set { id, allow, mqtt_topic_prefix, public_only }) => {
+            if allow.is_empty() && mqtt_topic_prefix.is_none() && !public_only {
+                bail!("name what the tenant may reach (--allow, --mqtt-topic-prefix), or --public-only to clear it");
+            }
+            let mut egress = serde_json::json!({});
+            if !allow.is_empty() {
+                egress["allow"] = serde_json::json!(allow);
+            }
+            if let Some(prefix) = mqtt_topic_prefix {
+                egress["mqtt_topic_prefix"] = Value::String(prefix);
+            }
+            let body = serde_json::json!({"egress": egress});
+            client.json(reqwest::Method::PATCH, &format!("/tenants/{id}"), &body).await?["egress"].take()
+        }
         TenantCommand::Distrust { id, issuer } => {
             let mut issuers = tenant_issuers(&client, &id).await?;
             let before = issuers.len();
@@ -444,9 +631,14 @@ pub(crate) async fn tenant_command(args: AdminArgs<TenantCommand>) -> Result<Exi
         }
     };
     if !value.is_null() {
-        print_json(&value)?;
+        print_value(&value, output)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One member of `tenant` as the admin API shows it.
+async fn tenant_member(client: &AdminClient, tenant: &str, member: &str) -> Result<Value> {
+    Ok(client.send(reqwest::Method::GET, &format!("/tenants/{tenant}"), None, "").await?[member].take())
 }
 
 /// The issuers `tenant` trusts, as the admin API shows them.
@@ -457,6 +649,7 @@ async fn tenant_issuers(client: &AdminClient, tenant: &str) -> Result<Vec<Value>
 
 pub(crate) async fn datasource_command(args: AdminArgs<DatasourceCommand>) -> Result<ExitCode> {
     let client = AdminClient::new(&args.server, args.admin_token.as_deref());
+    let output = Output::chosen(args.output);
     let value = match args.command {
         DatasourceCommand::Add { tenant, name, url, schemas, language, visibility } => {
             let mut rules = serde_json::Map::new();
@@ -484,13 +677,14 @@ pub(crate) async fn datasource_command(args: AdminArgs<DatasourceCommand>) -> Re
         }
     };
     if !value.is_null() {
-        print_json(&value)?;
+        print_value(&value, output)?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
 pub(crate) async fn deployment_command(args: AdminArgs<DeploymentCommand>) -> Result<ExitCode> {
     let client = AdminClient::new(&args.server, args.admin_token.as_deref());
+    let output = Output::chosen(args.output);
     let (method, path) = match args.command {
         DeploymentCommand::Ls { tenant } => (reqwest::Method::GET, format!("/tenants/{tenant}/deployments")),
         DeploymentCommand::Get { tenant, name, firings } => {
@@ -508,13 +702,14 @@ pub(crate) async fn deployment_command(args: AdminArgs<DeploymentCommand>) -> Re
     };
     let value = client.send(method, &path, None, "").await?;
     if !value.is_null() {
-        print_json(&value)?;
+        print_value(&value, output)?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
 pub(crate) async fn secret_command(args: AdminArgs<SecretCommand>) -> Result<ExitCode> {
     let client = AdminClient::new(&args.server, args.admin_token.as_deref());
+    let output = Output::chosen(args.output);
     let value = match args.command {
         SecretCommand::Set { tenant, name, value } => {
             let body = serde_json::json!({"value": value});
@@ -528,13 +723,14 @@ pub(crate) async fn secret_command(args: AdminArgs<SecretCommand>) -> Result<Exi
         }
     };
     if !value.is_null() {
-        print_json(&value)?;
+        print_value(&value, output)?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
 pub(crate) async fn catalog_command(args: AdminArgs<CatalogCommand>) -> Result<ExitCode> {
     let client = AdminClient::new(&args.server, args.admin_token.as_deref());
+    let output = Output::chosen(args.output);
     match args.command {
         CatalogCommand::Apply { tenant, file } => {
             let value = read_json(&file)?;
@@ -542,7 +738,8 @@ pub(crate) async fn catalog_command(args: AdminArgs<CatalogCommand>) -> Result<E
                 Value::Array(entries) => serde_json::json!({"entries": entries}),
                 other => other,
             };
-            print_json(&client.json(reqwest::Method::POST, &format!("/tenants/{tenant}/catalog/apply"), &body).await?)?;
+            let report = client.json(reqwest::Method::POST, &format!("/tenants/{tenant}/catalog/apply"), &body).await?;
+            print_value(&report, output)?;
         }
         CatalogCommand::Ls { tenant } => {
             let mut after: Option<String> = None;

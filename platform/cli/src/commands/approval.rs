@@ -10,7 +10,7 @@ use clap::Subcommand;
 use serde_json::Value;
 
 use super::admin::{AdminArgs, AdminClient};
-use crate::output::print_json;
+use crate::output::{Output, print_value};
 
 #[derive(Subcommand)]
 pub(crate) enum PolicyCommand {
@@ -64,6 +64,7 @@ pub(crate) enum ApprovalCommand {
 
 pub(crate) async fn policy_command(args: AdminArgs<PolicyCommand>) -> Result<ExitCode> {
     let client = AdminClient::new(&args.server, args.admin_token.as_deref());
+    let output = Output::chosen(args.output);
     let value = match args.command {
         PolicyCommand::Get { tenant } => {
             client.send(reqwest::Method::GET, &format!("/tenants/{tenant}/policy"), None, "").await?
@@ -75,12 +76,13 @@ pub(crate) async fn policy_command(args: AdminArgs<PolicyCommand>) -> Result<Exi
             client.json(reqwest::Method::PUT, &format!("/tenants/{tenant}/policy"), &policy).await?
         }
     };
-    print_json(&value)?;
+    print_value(&value, output)?;
     Ok(ExitCode::SUCCESS)
 }
 
 pub(crate) async fn approval_command(args: AdminArgs<ApprovalCommand>) -> Result<ExitCode> {
     let client = AdminClient::new(&args.server, args.admin_token.as_deref());
+    let output = Output::chosen(args.output);
     let (method, path) = match args.command {
         ApprovalCommand::Ls { tenant, state } => (
             reqwest::Method::GET,
@@ -97,6 +99,6 @@ pub(crate) async fn approval_command(args: AdminArgs<ApprovalCommand>) -> Result
             (reqwest::Method::POST, format!("/tenants/{tenant}/approvals/{id}/reject"))
         }
     };
-    print_json(&client.send(method, &path, None, "").await?)?;
+    print_value(&client.send(method, &path, None, "").await?, output)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -21,6 +21,16 @@ use pilotage_server::telemetry::{logs, otlp};
 const DEFAULT_LOG_FILTER: &str = "warn,pilotage_server::language_watch=info";
 
 /// The log filter: `PILOTAGE_LOG`, else [`DEFAULT_LOG_FILTER`].
+/// The log filter of the commands other than `serve`: `PILOTAGE_LOG`,
+/// else [`DEFAULT_LOG_FILTER`] without rmcp's transport worker, whose
+/// ERROR on a refused handshake repeats, as Rust types, what the command
+/// then says in a sentence.
+pub(crate) fn tool_log_filter() -> tracing_subscriber::EnvFilter {
+    tracing_subscriber::EnvFilter::try_from_env("PILOTAGE_LOG").unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(format!("{DEFAULT_LOG_FILTER},rmcp::transport::worker=off"))
+    })
+}
+
 pub(crate) fn log_filter() -> tracing_subscriber::EnvFilter {
     tracing_subscriber::EnvFilter::try_from_env("PILOTAGE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER))
@@ -231,6 +241,11 @@ pub(crate) async fn demo(args: SettingsArgs) -> Result<ExitCode> {
     if !args.gives("console") {
         // The demo shows the fired rule's Run page in the console.
         settings.console = true;
+    }
+    if !args.gives("retention") {
+        // Its Runs outlive a day, so `serve` on the same data folder shows
+        // them afterwards (README, "look around afterwards").
+        settings.retention = "P7D".to_owned();
     }
     let mut out = std::io::stdout();
     let report = crate::demo::run(settings, &mut out).await?;

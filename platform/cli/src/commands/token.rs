@@ -12,7 +12,8 @@ use crate::output::say;
 #[derive(Subcommand)]
 pub(crate) enum TokenCommand {
     /// Issue a development token (accepted by servers running --auth dev
-    /// with the same data folder).
+    /// with the same data folder; refused when the folder holds no
+    /// server's development secret).
     Mint {
         /// The data folder holding the development secret.
         #[arg(long, env = "PILOTAGE_DATA_DIR", default_value = ".pilotage")]
@@ -45,7 +46,7 @@ pub(crate) fn token_mint(
     ttl: u64,
 ) -> Result<ExitCode> {
     let audience = format!("{}/mcp", public_url.trim_end_matches('/'));
-    let tokens = pilotage_server::auth::dev::DevTokens::load(data_dir, audience).map_err(anyhow::Error::msg)?;
+    let tokens = pilotage_server::auth::dev::DevTokens::open(data_dir, audience).map_err(anyhow::Error::msg)?;
     say!("{}", tokens.mint(tenant, subject, scopes, ttl).map_err(anyhow::Error::msg)?);
     Ok(ExitCode::SUCCESS)
 }

@@ -28,6 +28,7 @@ mod mcp_apps;
 mod mcp_server;
 mod narration;
 mod oauth_resources;
+mod operator_cli;
 mod policy;
 mod principals;
 mod protocol_schema;

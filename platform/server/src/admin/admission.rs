@@ -54,10 +54,22 @@ pub(crate) async fn require_admin(State(state): State<AdminState>, mut request: 
         Ok(admin) => {
             // The tenant a route acts on is in its path: a credential for
             // another tenant is refused here, before any body is read.
-            if let Some(tenant) = path_tenant(request.uri().path())
-                && let Err(error) = admin.may(&tenant)
-            {
-                return error.into_response();
+            if let Some(tenant) = path_tenant(request.uri().path()) {
+                if let Err(error) = admin.may(&tenant) {
+                    return error.into_response();
+                }
+                // What a tenant owns (its approvals, Runs, secrets…) is
+                // asked of a tenant that exists: an unknown one is a 404
+                // naming it, never an empty list that reads as "none".
+                // Only after `may`, so no credential learns which other
+                // tenants exist.
+                if has_sub_resource(request.uri().path()) {
+                    match state.platform.store().tenant(&tenant).await {
+                        Ok(Some(_)) => {}
+                        Ok(None) => return ApiError::not_found(format!("no tenant '{tenant}'")).into_response(),
+                        Err(error) => return ApiError::from(error).into_response(),
+                    }
+                }
             }
             request.extensions_mut().insert(admin);
             next.run(request).await
@@ -86,6 +98,12 @@ fn path_tenant(path: &str) -> Option<String> {
     let first = segments.next()?;
     let tenant = segments.next().filter(|segment| first == "tenants" && !segment.is_empty())?;
     Some(percent_encoding::percent_decode_str(tenant).decode_utf8_lossy().into_owned())
+}
+
+/// Whether `path` names something inside a tenant (`/tenants/{t}/…`),
+/// not the tenant itself (whose own routes answer 404 when it is unknown).
+fn has_sub_resource(path: &str) -> bool {
+    path.trim_start_matches('/').split('/').filter(|segment| !segment.is_empty()).count() > 2
 }
 
 fn too_large(limit: usize, setting: &str) -> ApiError {

@@ -66,6 +66,11 @@ pub(super) struct TenantCreate {
     pub egress: Option<EgressPolicy>,
 }
 
+/// `quotas` once they check ([`Quotas::check`]).
+fn quotas_checked(quotas: &Quotas) -> Result<(), ApiError> {
+    quotas.check().map_err(|refused| ApiError::field(&format!("quotas.{}", refused.member), refused.to_string()))
+}
+
 /// The policy as stored, once it checks.
 fn egress_json(policy: &EgressPolicy) -> Result<String, ApiError> {
     policy.check().map_err(|e| ApiError::field("egress", e.to_string()))?;
@@ -83,6 +88,7 @@ pub(super) async fn tenants_create(
     let request: TenantCreate = parse_json(&body)?;
     check_tenant_id(&request.id)?;
     let quotas = request.quotas.unwrap_or_default();
+    quotas_checked(&quotas)?;
     let row = TenantRow {
         id: request.id.clone(),
         name: request.name.unwrap_or_else(|| request.id.clone()),
@@ -218,6 +224,7 @@ pub(super) async fn tenants_patch(
         row.disabled = disabled;
     }
     if let Some(quotas) = patch.quotas {
+        quotas_checked(&quotas)?;
         row.quotas = serde_json::to_string(&quotas).unwrap_or_default();
     }
     if let Some(egress) = &patch.egress {
@@ -231,6 +238,7 @@ pub(super) async fn tenants_patch(
         apply_row(&state.platform, &row);
     }
     announce(&state.platform, vec![Change::Tenant { tenant: tenant.clone() }]).await;
+    let quotas = serde_json::from_str::<Value>(&row.quotas).unwrap_or(Value::Null);
     let egress = serde_json::from_str::<Value>(&row.egress).unwrap_or(Value::Null);
     let issuers = serde_json::from_str::<Value>(&row.issuers).unwrap_or(json!([]));
     audit(
@@ -238,7 +246,7 @@ pub(super) async fn tenants_patch(
         &admin,
         "tenant.update",
         &tenant,
-        json!({"disabled": row.disabled, "name": row.name, "egress": egress, "issuers": issuers}),
+        json!({"disabled": row.disabled, "name": row.name, "quotas": quotas, "egress": egress, "issuers": issuers}),
     )
     .await;
     Ok(Json(tenant_json(&row)).into_response())

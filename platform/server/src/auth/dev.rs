@@ -54,6 +54,28 @@ impl DevTokens {
         Ok(DevTokens { secret, admin_audience: super::admin_resource(&public_url), audience })
     }
 
+    /// Loads the secret a server already keeps in `data_dir/dev-secret`,
+    /// never creating one: a token signed with a secret no server holds
+    /// would be refused by every server, so a minting tool asks for the
+    /// server's own folder instead (`pilotage token mint`).
+    ///
+    /// # Errors
+    /// [`AuthSetupError::DevSecret`] when `data_dir` holds no secret (the
+    /// message says which folder a server uses), or as [`DevTokens::load`].
+    pub fn open(data_dir: &Path, audience: String) -> Result<DevTokens, AuthSetupError> {
+        let path = data_dir.join("dev-secret");
+        if !path.is_file() {
+            return Err(AuthSetupError::DevSecret {
+                path,
+                message: "no development secret here, so no server would accept a token minted now. A server \
+                          running `--auth dev` creates it in its data folder when it starts: start that server \
+                          first, or name its folder with --data-dir (PILOTAGE_DATA_DIR)"
+                    .to_owned(),
+            });
+        }
+        DevTokens::load(data_dir, audience)
+    }
+
     /// Issues a token for `tenant`/`subject` with `scopes`, valid for
     /// `ttl_secs`: for the admin API when `scopes` are admin-side ones, for
     /// the MCP resource otherwise.
@@ -110,8 +132,25 @@ impl DevTokens {
         validation.validate_nbf = true;
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
         let key = DecodingKey::from_secret(&self.secret).map_err(|e| AuthError::Invalid(e.to_string()))?;
-        decode::<Claims>(token, &key, &validation)
-            .map(|data| data.claims)
-            .map_err(|e| AuthError::Invalid(e.to_string()))
+        decode::<Claims>(token, &key, &validation).map(|data| data.claims).map_err(|e| AuthError::Invalid(refusal(&e)))
+    }
+}
+
+/// Why a development token is refused, in words (jsonwebtoken's own
+/// display names its error kinds, `InvalidToken`).
+fn refusal(error: &jsonwebtoken::errors::Error) -> String {
+    use jsonwebtoken::errors::ErrorKind;
+    match error.kind() {
+        ErrorKind::InvalidToken | ErrorKind::Base64(_) | ErrorKind::Json(_) | ErrorKind::Utf8(_) => {
+            "not a JWT".to_owned()
+        }
+        ErrorKind::InvalidSignature | ErrorKind::InvalidAlgorithm => {
+            "not signed with this server's development secret (mint it with --data-dir of this server)".to_owned()
+        }
+        ErrorKind::ExpiredSignature => "expired".to_owned(),
+        ErrorKind::ImmatureSignature => "not valid yet".to_owned(),
+        ErrorKind::InvalidAudience => "issued for another resource or server (see --public-url)".to_owned(),
+        ErrorKind::InvalidIssuer => "not a development token".to_owned(),
+        _ => error.to_string(),
     }
 }

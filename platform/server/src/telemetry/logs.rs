@@ -138,6 +138,9 @@ pub fn subscriber(
     let lines: Box<dyn Layer<Registry> + Send + Sync> = match format {
         LogFormat::Text => tracing_subscriber::fmt::layer()
             .with_writer(std::io::stderr)
+            // Colour codes only for a person at a terminal: piped into a
+            // file, a pager or another program they are noise.
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .event_format(WithTraceId { inner: tracing_subscriber::fmt::format(), json: false })
             .with_filter(filter.and(ClosedStreams))
             .boxed(),

@@ -107,6 +107,36 @@ impl Default for Quotas {
     }
 }
 
+/// The longest `task_wall_time_ms` a tenant's quotas may hold: one day.
+const MAX_TASK_WALL_TIME_MS: u64 = 86_400_000;
+
+impl Quotas {
+    /// Checks the quotas' ranges: a task's wall time from 1 ms to one day
+    /// (a longer task would hold a place of the execution pool for days).
+    /// Zero stays valid elsewhere, where it means "none": no Runs at once
+    /// pauses the tenant's Runs while validation goes on.
+    ///
+    /// # Errors
+    /// [`QuotasRefused`] naming the member and its range.
+    pub fn check(&self) -> Result<(), QuotasRefused> {
+        if !(1..=MAX_TASK_WALL_TIME_MS).contains(&self.task_wall_time_ms) {
+            return Err(QuotasRefused { member: "task_wall_time_ms", range: "from 1 to 86400000 (one day)" });
+        }
+        Ok(())
+    }
+}
+
+/// Occurs when a tenant's quotas hold a value out of its range
+/// ([`Quotas::check`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("quotas.{member} must be {range}")]
+pub struct QuotasRefused {
+    /// The member out of range.
+    pub member: &'static str,
+    /// Its range, in words.
+    pub range: &'static str,
+}
+
 /// Occurs when a per-replica quota of a tenant refuses a request; the
 /// message names the quota and says when to retry (Part III §7.2
 /// `rate_limited`).

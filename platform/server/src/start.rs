@@ -507,6 +507,22 @@ fn spawn_background(
             shutdown.clone(),
         )));
     }
+    // Usage figures go to the store every FLUSH_EVERY, and once more when
+    // the tool calls in flight have ended at shutdown.
+    let usage = platform.clone();
+    let token = shutdown.clone();
+    let grace = Duration::from_millis(settings.request_timeout_ms);
+    tasks.push(tokio::spawn(async move {
+        let mut interval = tokio::time::interval(crate::tenancy::usage::FLUSH_EVERY);
+        loop {
+            tokio::select! {
+                _ = token.cancelled() => break,
+                _ = interval.tick() => flush_usage(&usage).await,
+            }
+        }
+        let _ = tokio::time::timeout(grace, usage.in_flight().idle()).await;
+        flush_usage(&usage).await;
+    }));
     // Data sources' catalogs follow their databases.
     let refresher = platform.clone();
     let token = shutdown.clone();
@@ -519,6 +535,14 @@ fn spawn_background(
             }
         }
     }));
+}
+
+/// Writes the usage figures waiting in memory; a failure keeps them for
+/// the next pass.
+async fn flush_usage(platform: &Platform) {
+    if let Err(error) = platform.flush_usage().await {
+        tracing::warn!(%error, "usage figures could not be stored; they are kept for the next try");
+    }
 }
 
 /// One pass of the sweeper: expired runs and idempotency keys (by the

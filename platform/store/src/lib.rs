@@ -53,6 +53,7 @@ mod sign_ins;
 mod store;
 pub mod tasks;
 pub mod tenants;
+pub mod usage;
 
 pub use approvals::{ApprovalRow, Decision};
 pub use audit::AuditRow;
@@ -68,3 +69,4 @@ pub use runs::{RunFilter, RunListed, RunRow};
 pub use store::{Scope, Store, StoreError};
 pub use tasks::TaskRow;
 pub use tenants::TenantRow;
+pub use usage::UsageRow;

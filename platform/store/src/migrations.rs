@@ -49,6 +49,7 @@ migrations![
     (14, "ended sign ins", "0014_ended_sign_ins"),
     (15, "principal issuer", "0015_principal_issuer"),
     (16, "tenant issuers", "0016_tenant_issuers"),
+    (17, "usage days", "0017_usage_days"),
 ];
 
 fn migration(version: i64, description: &'static str, sql: &'static str) -> Migration {

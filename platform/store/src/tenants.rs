@@ -117,6 +117,7 @@ impl Store {
             "DELETE FROM deliveries WHERE tenant = $1",
             "DELETE FROM approvals WHERE tenant = $1",
             "DELETE FROM budget_uses WHERE tenant = $1",
+            "DELETE FROM usage_days WHERE tenant = $1",
             "DELETE FROM tenants WHERE id = $1",
         ] {
             sqlx::query(statement).bind(tenant).execute(&mut *transaction).await?;

@@ -13,9 +13,14 @@
 //! declared kinds), run statuses (each Language's closed set). Each of the
 //! open-ended ones holds at most `MAX_LABEL_VALUES` distinct values per
 //! process; later ones are counted under `OVERFLOW_LABEL`. No metric is
-//! labelled by subject, session or run, and only the capacity gauges by
-//! tenant (`tenant_capacity_*`: who holds the node's pools now, at most
-//! `MAX_LABEL_VALUES` tenants).
+//! labelled by subject, session or run, and only two groups by tenant,
+//! each over at most `MAX_LABEL_VALUES` tenants per process (the rest
+//! under `OVERFLOW_LABEL`): the capacity gauges (`tenant_capacity_*`: who
+//! holds the node's pools now) and the usage counters (`tenant_runs_total`
+//! by kind, `tenant_invocations_total`, `tenant_fuel_total`,
+//! `tenant_run_seconds_total`, `tenant_stored_run_bytes_total`: what each
+//! tenant's Runs used on this replica since it started; the stored daily
+//! figures are `GET /admin/v1/tenants/{t}/usage`).
 //!
 //! Capacity (`pilotage_engine::admission`): each pool's calls in use,
 //! waiting and admitted together, waits and refusals by reason.
@@ -36,7 +41,8 @@ use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
 use prometheus::{
-    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    Counter, CounterVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
+    Opts, Registry,
 };
 
 /// Most distinct values one open-ended label (tool, Language, entry kind)
@@ -415,6 +421,33 @@ struct LanguageHandles {
     validations: [IntCounter; 4],
 }
 
+/// The kinds of Run a tenant's usage counts, in `UsageKind` order.
+pub const USAGE_KINDS: [&str; 4] = ["immediate", "test", "deploy", "firing"];
+
+/// The per-tenant usage handles.
+struct TenantUsageHandles {
+    runs: [IntCounter; 4],
+    invocations: IntCounter,
+    fuel: IntCounter,
+    seconds: Counter,
+    stored_bytes: IntCounter,
+}
+
+/// What one Run of a tenant used, for [`Metrics::tenant_usage`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RunUse {
+    /// Its kind, an index into [`USAGE_KINDS`].
+    pub kind: usize,
+    /// Invocations it made.
+    pub invocations: u64,
+    /// Fuel it used.
+    pub fuel: u64,
+    /// Its wall time.
+    pub wall_time: Duration,
+    /// Bytes of its stored record (0 when not stored).
+    pub stored_bytes: u64,
+}
+
 /// The per-entry-kind handles: invocation latency, ok and failed.
 struct EntryKindHandles {
     ok: Histogram,
@@ -464,6 +497,17 @@ struct Inner {
     capacity_refusals: IntCounterVec,
     tenant_capacity_in_use: IntGaugeVec,
     tenant_capacity_waiting: IntGaugeVec,
+    usage: UsageFamilies,
+    tenant_usage: BoundedHandles<TenantUsageHandles>,
+}
+
+/// The usage counters' families (labelled by tenant).
+struct UsageFamilies {
+    runs: IntCounterVec,
+    invocations: IntCounterVec,
+    fuel: IntCounterVec,
+    seconds: CounterVec,
+    stored_bytes: IntCounterVec,
 }
 
 /// The platform's metrics. Cheap to clone (one shared registry); safe to
@@ -695,6 +739,40 @@ impl Metrics {
                 &["tenant", "pool"],
             ),
         )?;
+        let usage = UsageFamilies {
+            runs: counters(
+                &registry,
+                "tenant_runs_total",
+                "Runs of one tenant on this replica, by kind (immediate, test, deploy, firing).",
+                &["tenant", "kind"],
+            )?,
+            invocations: counters(
+                &registry,
+                "tenant_invocations_total",
+                "Invocations made by one tenant's Runs on this replica.",
+                &["tenant"],
+            )?,
+            fuel: counters(
+                &registry,
+                "tenant_fuel_total",
+                "Fuel used by one tenant's Runs on this replica.",
+                &["tenant"],
+            )?,
+            seconds: registered(
+                &registry,
+                "tenant_run_seconds_total",
+                CounterVec::new(
+                    Opts::new("tenant_run_seconds_total", "Wall time of one tenant's Runs on this replica, seconds."),
+                    &["tenant"],
+                ),
+            )?,
+            stored_bytes: counters(
+                &registry,
+                "tenant_stored_run_bytes_total",
+                "Bytes of Run records one tenant's Runs stored through this replica.",
+                &["tenant"],
+            )?,
+        };
         let methods = MCP_METHODS.iter().map(|&method| (method, request_handles(&families, method, ""))).collect();
         Ok(Metrics {
             inner: Arc::new(Inner {
@@ -728,6 +806,8 @@ impl Metrics {
                 capacity_refusals,
                 tenant_capacity_in_use,
                 tenant_capacity_waiting,
+                usage,
+                tenant_usage: BoundedHandles::default(),
             }),
         })
     }
@@ -804,6 +884,28 @@ impl Metrics {
         }
         let language = self.language(language);
         self.inner.families.runs.with_label_values(&[language.label.as_str(), status]).inc();
+    }
+
+    /// Counts what one Run of `tenant` used (the usage counters).
+    pub fn tenant_usage(&self, tenant: &str, run: &RunUse) {
+        if !self.is_enabled() {
+            return;
+        }
+        let usage = &self.inner.usage;
+        let handles = self.inner.tenant_usage.get(tenant, |label| TenantUsageHandles {
+            runs: USAGE_KINDS.map(|kind| usage.runs.with_label_values(&[label, kind])),
+            invocations: usage.invocations.with_label_values(&[label]),
+            fuel: usage.fuel.with_label_values(&[label]),
+            seconds: usage.seconds.with_label_values(&[label]),
+            stored_bytes: usage.stored_bytes.with_label_values(&[label]),
+        });
+        if let Some(runs) = handles.runs.get(run.kind) {
+            runs.inc();
+        }
+        handles.invocations.inc_by(run.invocations);
+        handles.fuel.inc_by(run.fuel);
+        handles.seconds.inc_by(run.wall_time.as_secs_f64());
+        handles.stored_bytes.inc_by(run.stored_bytes);
     }
 
     /// Records one component call under `call`'s bounds: its fuel and its

@@ -109,15 +109,7 @@ async fn a_saturated_node_refuses_a_run_with_a_retryable_answer_and_says_so() {
     assert!(refused.get("trace").is_none(), "a Run that did not start has no trace: {refused}");
     assert_eq!(calls.load(Ordering::SeqCst), 2, "the refused Run invoked nothing");
 
-    let metrics = reqwest::Client::new()
-        .get(format!("http://{}/metrics", server.addr))
-        .bearer_auth("capacity-metrics-token-0123")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = crate::support::scrape(server.addr, "capacity-metrics-token-0123").await;
     for line in [
         "pilotage_capacity_in_use{pool=\"execution\"} 2",
         "pilotage_capacity_limit{pool=\"execution\"} 2",

@@ -95,7 +95,7 @@ async fn well_formed(browser: &Browser, page: &str) {
 /// The porch rule of the demo (without the unlock step): deployed, then
 /// fired by the signed webhook delivery of the demo home at 22:41 in
 /// Paris. Returns the firing's run_id.
-async fn porch_fired(server: &pilotage_server::start::Server) -> String {
+pub(crate) async fn porch_fired(server: &pilotage_server::start::Server) -> String {
     let agent = client(&server.mcp_url()).await;
     let rule = json!({
         "rule": "porch-at-night",
@@ -270,6 +270,7 @@ async fn people_find_the_fired_rule_and_read_its_run_in_the_console() {
         ("catalog", "Catalog"),
         ("data-sources", "Data sources"),
         ("deployments", "Deployments"),
+        ("usage", "Usage of demo"),
         ("audit", "Audit log"),
     ] {
         browser.goto(&format!("{base}/console/t/demo/{path}")).await.unwrap();
@@ -286,6 +287,7 @@ async fn people_find_the_fired_rule_and_read_its_run_in_the_console() {
         "/deployments",
         "/deployments/porch-at-night",
         "/runs",
+        "/usage",
         "/audit",
     ] {
         browser.goto(&format!("{base}/console/t/demo{path}")).await.unwrap();
@@ -296,6 +298,20 @@ async fn people_find_the_fired_rule_and_read_its_run_in_the_console() {
     browser.set_window_size(1280, 800).await.unwrap();
     browser.goto(&format!("{base}/console/t/demo/catalog")).await.unwrap();
     assert!(browser.text("#catalog-table").await.unwrap().contains("front_door.unlock"));
+    // Usage: a bar per day of the range, the firing's night among them
+    // (the clock is frozen on 2026-07-14), and the days' table.
+    browser.goto(&format!("{base}/console/t/demo/usage?days=7")).await.unwrap();
+    assert_eq!(count(&browser, ".usage-chart rect.chart-bar").await, 7);
+    let night = browser
+        .script(
+            "return document.querySelector(\".usage-chart rect[data-day='2026-07-14']\").getAttribute('data-runs');",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert!(night.as_str().unwrap().parse::<i64>().unwrap() >= 2, "{night}");
+    assert!(browser.text("#usage-days").await.unwrap().contains("2026-07-14"));
+    well_formed(&browser, "usage").await;
     browser.goto(&format!("{base}/console/t/demo")).await.unwrap();
     shows(&browser, "#charts", "Runs by status").await;
     assert!(count(&browser, "#charts figure.chart").await >= 6, "the operator sees the platform's figures");

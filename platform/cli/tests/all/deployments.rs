@@ -342,15 +342,7 @@ pub(crate) async fn deployer_settings(backend: crate::endpoint::Backend) -> pilo
 
 /// The server's metrics exposition.
 async fn metrics(server: &pilotage_server::start::Server) -> String {
-    reqwest::Client::new()
-        .get(format!("http://{}/metrics", server.addr))
-        .bearer_auth(METRICS_TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
+    crate::support::scrape(server.addr, METRICS_TOKEN).await
 }
 
 async fn dev_admin(

@@ -45,4 +45,5 @@ mod tasks_fleet;
 mod telemetry;
 mod tenancy;
 mod tenant_memory;
+mod usage;
 mod workflow_language;

@@ -161,10 +161,19 @@ async fn metrics_move_with_real_calls_and_pass_promtool() {
     assert_eq!(moved("pilotage_store_operation_duration_seconds_count", &[("operation", "run_insert")]), 1.0);
     assert!(sample(&after, "pilotage_mcp_sessions_open", &[]) >= 1.0);
     assert!(sample(&after, "pilotage_tenants", &[]) >= 1.0);
-    // No series is labelled by tenant, session or run.
-    for forbidden in ["tenant=", "session=", "session_id=", "run_id=", "subject=", "=\"demo\""] {
+    // No series is labelled by session, run or subject; only the
+    // `pilotage_tenant_*` families (capacity and usage, each over at most
+    // 256 tenants) by tenant, and the usage counters counted this Run.
+    for forbidden in ["session=", "session_id=", "run_id=", "subject="] {
         assert!(!after.contains(forbidden), "the exposition holds '{forbidden}'");
     }
+    for line in after.lines().filter(|line| !line.starts_with('#')) {
+        assert!(
+            !(line.contains("tenant=") || line.contains("=\"demo\"")) || line.starts_with("pilotage_tenant_"),
+            "a series outside pilotage_tenant_* is labelled by tenant: {line}"
+        );
+    }
+    assert_eq!(moved("pilotage_tenant_runs_total", &[("kind", "immediate"), ("tenant", "demo")]), 1.0);
     drop(client);
     server.stop().await;
 }

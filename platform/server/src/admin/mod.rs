@@ -2,8 +2,8 @@
 //! `/admin/v1/openapi.json`): tenants, Language uploads (compiled,
 //! described and linted; refused with the findings when the lint finds an
 //! error), catalog entries and bulk apply, data sources, secrets, runs,
-//! the tenant's policy on risk and its approval requests, and the audit
-//! log; and the approval page at `/approvals/{id}` (`approval_page`),
+//! the tenant's policy on risk and its approval requests, what each
+//! tenant used per day (`usage`, JSON or CSV), and the audit log; and the approval page at `/approvals/{id}` (`approval_page`),
 //! where a human decides a held request.
 //!
 //! Credentials: the operator token (`--admin-token`), or a bearer token
@@ -30,6 +30,7 @@ mod runs;
 mod secrets;
 mod tenants;
 mod throttle;
+mod usage;
 
 pub(crate) use api::{Admin, AdminLimits, AdminState, Credential, credential_until};
 pub(crate) use approval_page::router as approval_page;

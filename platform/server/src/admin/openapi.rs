@@ -77,7 +77,7 @@ pub(crate) fn document() -> Value {
                     "max_stored_run_bytes": {"type": "integer", "minimum": 0},
                     "max_deployments": {"type": "integer", "minimum": 0},
                     "max_firings_per_minute": {"type": "integer", "minimum": 0},
-                    "task_wall_time_ms": {"type": "integer", "minimum": 1}}},
+                    "task_wall_time_ms": {"type": "integer", "minimum": 1, "maximum": 86_400_000_u64}}},
                 "Entry": {"type": "object", "required": ["id", "kind", "name", "risk", "risk_hints"], "properties": {
                     "id": {"type": "string"}, "kind": {"type": "string"}, "name": {"type": "string"}, "description": {"type": "string"},
                     "input_schema": {"type": "object"}, "output_schema": {"type": ["object", "null"]}, "risk": {"type": "string"},
@@ -177,6 +177,12 @@ pub(crate) fn document() -> Value {
             "/tenants/{tenant}/runs/{run_id}": {
                 "get": op("Get a stored run with its record", &with(&[("200", "the run"), ("404", "no such run")]), None, &["tenant", "run_id"])
             },
+            "/tenants/{tenant}/usage": {
+                "get": op("What the tenant's Runs used per UTC day, by kind and outcome, with totals (?from=YYYY-MM-DD&to=YYYY-MM-DD, default the last 30 days, at most 366; ?format=csv or Accept: text/csv for CSV); kept when Runs expire", &with(&[("200", "the usage"), ("400", "a bad day or range")]), None, &["tenant"])
+            },
+            "/usage": {
+                "get": op("Every tenant's usage per UTC day (operators; as /tenants/{tenant}/usage)", &with(&[("200", "the usage"), ("400", "a bad day or range")]), None, &[])
+            },
             "/tenants/{tenant}/policy": {
                 "get": op("The tenant's policy on risk and its version", &with(&[("200", "the policy")]), None, &["tenant"]),
                 "put": op("Set the tenant's policy on risk (operator only; replaces it whole)", &with(&[("200", "the policy")]), json_body("Any"), &["tenant"])
@@ -213,6 +219,8 @@ mod tests {
             "/tenants/{tenant}/data-sources/{name}",
             "/tenants/{tenant}/data-sources/{name}/refresh",
             "/tenants/{tenant}/deployments/{name}/disable",
+            "/tenants/{tenant}/usage",
+            "/usage",
             "/audit",
         ] {
             assert!(document["paths"].get(path).is_some(), "{path} is undocumented");

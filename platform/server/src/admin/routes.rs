@@ -13,7 +13,7 @@ use super::languages::{languages_activate, languages_get, languages_list, langua
 use super::runs::{audit_list, runs_get, runs_list};
 use super::secrets::{secrets_delete, secrets_list, secrets_put};
 use super::tenants::{tenants_create, tenants_delete, tenants_get, tenants_list, tenants_patch};
-use super::{admission, approvals, data_sources, deployments, openapi};
+use super::{admission, approvals, data_sources, deployments, openapi, usage};
 
 async fn openapi_json() -> Response {
     Json(openapi::document()).into_response()
@@ -49,6 +49,8 @@ pub(crate) fn router(state: AdminState) -> Router {
         .route("/tenants/{tenant}/approvals/{id}", get(approvals::approvals_get))
         .route("/tenants/{tenant}/approvals/{id}/approve", post(approvals::approvals_approve))
         .route("/tenants/{tenant}/approvals/{id}/reject", post(approvals::approvals_reject))
+        .route("/tenants/{tenant}/usage", get(usage::tenant_usage))
+        .route("/usage", get(usage::all_usage))
         .route("/audit", get(audit_list))
         // Every route above authenticates from the headers before its body
         // is read; each body extractor applies its route's bound.

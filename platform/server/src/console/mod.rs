@@ -25,8 +25,9 @@
 //! - Pages: a tenant's overview with quotas, their use and live figures
 //!   ([`figures`]); Languages; catalog; data sources; deployments and
 //!   their firings; retained Runs with filters and the Run view ([`runs`]);
-//!   the audit log ([`pages`]); the replica's capacity, on the operator's
-//!   home and each tenant's overview ([`capacity`]).
+//!   the audit log ([`pages`]); what the tenant used per day ([`usage`]);
+//!   the replica's capacity, on the operator's home and each tenant's
+//!   overview ([`capacity`]).
 
 pub(crate) mod assets;
 mod capacity;
@@ -35,6 +36,7 @@ mod oidc;
 mod pages;
 mod runs;
 mod session;
+mod usage;
 pub(crate) use crate::web;
 
 use axum::Router;
@@ -62,6 +64,8 @@ pub(crate) fn router(state: AdminState) -> Router {
         .route("/console/t/{tenant}/deployments/{name}", get(runs::deployment))
         .route("/console/t/{tenant}/runs", get(runs::runs))
         .route("/console/t/{tenant}/runs/{run_id}", get(runs::run))
+        .route("/console/t/{tenant}/usage", get(usage::usage))
+        .route("/console/t/{tenant}/usage.csv", get(usage::usage_csv))
         .route("/console/t/{tenant}/audit", get(pages::audit))
         .route("/console/{*rest}", get(session::not_found_page))
         .with_state(state)

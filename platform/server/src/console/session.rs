@@ -147,6 +147,7 @@ const SECTIONS: &[(&str, &str)] = &[
     ("/data-sources", "Data sources"),
     ("/deployments", "Deployments"),
     ("/runs", "Runs"),
+    ("/usage", "Usage"),
     ("/audit", "Audit log"),
 ];
 

@@ -54,6 +54,8 @@ use pilotage_protocol::retention::Retention;
 use pilotage_protocol::trace::{TraceLevel, at_level, effective_level};
 use pilotage_store::{Claim, HeldClaim, NewClaim, RunRow, StoreError};
 use pilotage_telemetry::spans;
+
+use crate::tenancy::usage::{RunUsage, UsageKind};
 use tenancy::LanguageSlot;
 
 /// The reserved members of an execute tool (Part III §4.4) besides the
@@ -847,6 +849,7 @@ async fn run(context: &Context, request: RunRequest) -> Result<ExecuteResponse, 
     );
     let data_source = context.tenant.data_source_for(&slot.entry.name);
     let run_span = spans::run_span(&slot.entry.name, run_id);
+    let started = std::time::Instant::now();
     // The Run is this task: while it waits on an invocation or a
     // statement it holds no thread.
     let mut execution = execution::execute_controlled(
@@ -870,6 +873,24 @@ async fn run(context: &Context, request: RunRequest) -> Result<ExecuteResponse, 
     )
     .instrument(run_span.clone())
     .await;
+    let kind = if mode.firing {
+        UsageKind::Firing
+    } else if mode.deploy {
+        UsageKind::Deploy
+    } else if mode.test_run {
+        UsageKind::Test
+    } else {
+        UsageKind::Immediate
+    };
+    let used = RunUsage {
+        kind,
+        outcome: "",
+        invocations: execution.invocations.len() as u64,
+        fuel: execution.fuel,
+        wall_time: started.elapsed(),
+        stored_bytes: 0,
+    };
+    let tenant = context.caller.principal.tenant.as_str();
     // The component refused before invoking anything (an execution-time
     // validation refusal, Part II §6.5.2 and Part IV §9): a refused Run,
     // never stored, with its diagnostics; a firing's refusal is retained
@@ -878,6 +899,7 @@ async fn run(context: &Context, request: RunRequest) -> Result<ExecuteResponse, 
         && !mode.firing
     {
         run_span.record("pilotage.outcome.status", execution.outcome.status.as_str());
+        context.platform.count_usage(tenant, &RunUsage { outcome: &execution.outcome.status, ..used });
         return Ok(ExecuteResponse {
             run_id: run_id.to_owned(),
             outcome: execution.outcome,
@@ -970,6 +992,7 @@ async fn run(context: &Context, request: RunRequest) -> Result<ExecuteResponse, 
         execution.output = None;
         response = recorded;
     }
+    let mut stored_bytes = 0;
     if retained {
         let record_trace = at_level(&execution.trace, recorded_level).unwrap_or_else(|| execution.trace.clone());
         let record = TraceFetchResponse {
@@ -1006,9 +1029,17 @@ async fn run(context: &Context, request: RunRequest) -> Result<ExecuteResponse, 
             created_at: now,
             expires_at,
         };
+        stored_bytes = row.record.len() as u64;
         // Committed before the response leaves (Part IV §5).
-        context.platform.store().run_insert(&row).await.map_err(|e| internal(&e))?;
+        let inserted = context.platform.store().run_insert(&row).await;
+        if inserted.is_err() {
+            stored_bytes = 0;
+        }
+        context.platform.count_usage(tenant, &RunUsage { outcome: &execution.outcome.status, stored_bytes, ..used });
+        inserted.map_err(|e| internal(&e))?;
+        return Ok(response);
     }
+    context.platform.count_usage(tenant, &RunUsage { outcome: &execution.outcome.status, stored_bytes, ..used });
     Ok(response)
 }
 

@@ -135,7 +135,20 @@ pub(crate) async fn fire(
         created_at: now,
         expires_at: Some(now.saturating_add(span.unwrap_or(0))),
     };
-    context.platform.store().run_insert(&row).await.map_err(|e| internal(&e))?;
+    let inserted = context.platform.store().run_insert(&row).await;
+    // A refused firing is a Run of the tenant's usage that ran nothing.
+    context.platform.count_usage(
+        &principal.tenant,
+        &crate::tenancy::usage::RunUsage {
+            kind: crate::tenancy::usage::UsageKind::Firing,
+            outcome: &row.status,
+            invocations: 0,
+            fuel: 0,
+            wall_time: std::time::Duration::ZERO,
+            stored_bytes: if inserted.is_ok() { row.record.len() as u64 } else { 0 },
+        },
+    );
+    inserted.map_err(|e| internal(&e))?;
     Ok(ExecuteResponse {
         run_id: run_id.to_owned(),
         outcome: refusal,

@@ -13,8 +13,8 @@ use std::sync::{Arc, RwLock};
 use pilotage_engine::effects::Cancellation;
 use pilotage_engine::{Clock, Component, Engine};
 use pilotage_protocol::retention::Retention;
-use pilotage_store::Store;
 use pilotage_store::sealing::SecretBox;
+use pilotage_store::{Store, StoreError};
 
 use super::deploy_state::Deployments;
 use super::in_flight::InFlight;
@@ -110,6 +110,8 @@ struct PlatformInner {
     /// The issuers each tenant trusts (its stored `issuers`), and their
     /// index by `iss`, rebuilt on each change (rare: an operator's).
     issuers: RwLock<TenantIssuers>,
+    /// What each tenant's Runs used, not yet in the store.
+    usage: super::usage::Usage,
 }
 
 /// Each tenant's stored issuers, and their index by `iss`.
@@ -154,6 +156,7 @@ impl Platform {
                 public_url: std::sync::OnceLock::new(),
                 approval_wait_ms: std::sync::atomic::AtomicU64::new(20_000),
                 running_tasks: Default::default(),
+                usage: super::usage::Usage::default(),
             }),
         }
     }
@@ -218,6 +221,21 @@ impl Platform {
     /// Tool calls being served, for a graceful shutdown.
     pub fn in_flight(&self) -> &InFlight {
         &self.inner.in_flight
+    }
+
+    /// Counts what one Run of `tenant` used, as of the platform's clock
+    /// now ([`super::usage`]).
+    pub fn count_usage(&self, tenant: &str, run: &super::usage::RunUsage<'_>) {
+        self.inner.usage.record(self.inner.engine.metrics(), tenant, self.clock().now_ms(), run);
+    }
+
+    /// Writes the usage figures waiting in memory to the store.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the write fails (the figures wait for the next
+    /// flush).
+    pub async fn flush_usage(&self) -> Result<usize, StoreError> {
+        self.inner.usage.flush(&self.inner.store).await
     }
 
     /// The secret box.

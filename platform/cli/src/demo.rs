@@ -513,6 +513,13 @@ async fn automation_story(
         n.check("the demo home is served", false, "no demo capability service")?;
         return Ok(());
     };
+    // A data folder an earlier demo used still holds its rule: removed, so
+    // this run tells the same story (a first deploy, version 1) and lists
+    // the same registry.
+    let tenant = server.platform.dev_principal().tenant.clone();
+    if let Err(error) = pilotage_server::deploy::manage::remove(&server.platform, &tenant, "porch-at-night").await {
+        tracing::warn!(%error, "the earlier demo's rule could not be removed");
+    }
     client.refresh_if_changed().await?;
     let page = client.catalog_list(AUTOMATION, None, None).await?;
     n.say("   The home's device registry, as automation/1 sees it:")?;
@@ -689,7 +696,6 @@ async fn automation_story(
         &opened,
     )?;
     let delivery = opened["answer"]["delivery"].as_str().unwrap_or_default().to_owned();
-    let tenant = server.platform.dev_principal().tenant.clone();
     let mut firing = None;
     for _ in 0..200 {
         let firings = server.platform.store().firings_of(&tenant, "porch-at-night", 20).await.unwrap_or_default();

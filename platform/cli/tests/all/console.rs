@@ -217,7 +217,7 @@ async fn people_find_the_fired_rule_and_read_its_run_in_the_console() {
     shows(&browser, "#sign-in-error", "not valid").await;
     browser.fill("#token", &token("demo", "agent", "pilotage:execute")).await.unwrap();
     browser.submit("#token").await.unwrap();
-    shows(&browser, "#sign-in-error", "may not read the console").await;
+    shows(&browser, "#sign-in-error", "may not use the console").await;
     browser.fill("#token", ADMIN_TOKEN).await.unwrap();
     browser.submit("#token").await.unwrap();
     // Back where it was going, signed in as the operator.

@@ -3,6 +3,7 @@
 mod endpoint;
 mod support;
 
+mod approvals_inbox;
 mod browser;
 mod capacity;
 mod client_vectors;

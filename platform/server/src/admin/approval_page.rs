@@ -295,7 +295,7 @@ async fn decision(
         Err(refusal) => return refusal,
     };
     let address = peer.map_or_else(|| "unknown".to_owned(), |axum::Extension(ConnectInfo(addr))| addr.ip().to_string());
-    match approvals::decide(&state.platform, &row.tenant, &id, approve, &session.approver(), &address).await {
+    match approvals::decide(&state.platform, &row.tenant, &id, approve, &session.approver(), &address, "").await {
         Ok(_) => web::see_other(&format!("/approvals/{}", urlencode(&id)), None),
         Err(DecideError::NotPending(state)) => html(
             StatusCode::CONFLICT,

@@ -164,8 +164,9 @@ async fn decide(
         Admin::TenantAdmin { tenant, who } => Approver { tenant: Some(tenant.clone()), who: who.clone() },
     };
     let address = peer.map_or_else(|| "unknown".to_owned(), |Extension(ConnectInfo(addr))| addr.ip().to_string());
-    let row =
-        approvals::decide(&state.platform, &tenant, &id, approve, &approver, &address).await.map_err(decide_error)?;
+    let row = approvals::decide(&state.platform, &tenant, &id, approve, &approver, &address, "")
+        .await
+        .map_err(decide_error)?;
     let now = state.platform.clock().now_ms();
     Ok(Json(approval_json(&row, now, approvals::page_url(&state.platform, &row.id))).into_response())
 }

@@ -2,8 +2,9 @@
 //! tenant, as pages people look at rather than JSON they read
 //! (docs/architecture.md, "The console and the views").
 //!
-//! Invariant: the console only reads, and reads only what its viewer may
-//! see. Every page answers from one [`session::Viewer`]: an operator (the
+//! Invariant: the console reads only what its viewer may see, and changes
+//! only through a POST carrying the session's CSRF token (sign-out, an
+//! approval decided from the inbox, [`approvals`]). Every page answers from one [`session::Viewer`]: an operator (the
 //! operator token or `pilotage:admin`: every tenant) or one tenant's reader
 //! (`pilotage:tenant-admin` or `pilotage:console`). A tenant's page asked
 //! for by a viewer who may not see that tenant is the same 404, byte for
@@ -29,6 +30,7 @@
 //!   the replica's capacity, on the operator's home and each tenant's
 //!   overview ([`capacity`]).
 
+mod approvals;
 pub(crate) mod assets;
 mod capacity;
 mod figures;
@@ -55,6 +57,9 @@ pub(crate) fn router(state: AdminState) -> Router {
         .route("/console/oidc/start", get(oidc::start))
         .route("/console/oidc/callback", get(oidc::callback))
         .route("/console/assets/{name}", get(assets::asset))
+        .route("/console/approvals", get(approvals::inbox))
+        .route("/console/approvals.json", get(approvals::count))
+        .route("/console/approvals/{tenant}/{id}", post(approvals::post))
         .route("/console/t/{tenant}", get(pages::overview))
         .route("/console/t/{tenant}/figures.json", get(figures::figures))
         .route("/console/t/{tenant}/languages", get(pages::languages))

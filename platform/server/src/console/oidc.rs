@@ -167,7 +167,7 @@ pub(super) async fn callback(
                 &state,
                 &pending.next,
                 Some(
-                    "You may not read the console: the identity provider granted neither pilotage:console nor an admin scope.",
+                    "You may not use the console: the identity provider granted neither pilotage:console, pilotage:approve nor an admin scope.",
                 ),
             );
         }

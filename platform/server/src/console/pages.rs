@@ -49,8 +49,12 @@ pub(super) async fn overview(State(state): State<AdminState>, page: TenantPage) 
         quota_rows.push_str(&format!("<tr><th scope=\"row\">{name}</th><td>{used}</td><td>{limit}</td></tr>"));
     }
     let t = urlencode(tenant);
+    let attention = match attention(&state, tenant, stored_bytes, deployments.len(), &quotas).await {
+        Ok(section) => section,
+        Err(error) => return page.failed(&state, &error),
+    };
     let body = format!(
-        "<p>{languages} Languages, {entries} catalog entries, {enabled} of {deployments} deployments enabled{state}.</p>\
+        "{attention}<p>{languages} Languages, {entries} catalog entries, {enabled} of {deployments} deployments enabled{state}.</p>\
          <section aria-labelledby=\"quotas\"><h2 id=\"quotas\">Quotas and their use</h2><table id=\"quota-table\"><thead><tr><th scope=\"col\">Quota</th><th scope=\"col\">In use</th><th scope=\"col\">Limit</th></tr></thead><tbody>{quota_rows}</tbody></table></section>\
          <section aria-labelledby=\"figures-title\" id=\"figures\" data-src=\"/console/t/{t}/figures.json\"><h2 id=\"figures-title\">Live figures</h2>\
          <p class=\"note\">Updated every 5 seconds. Runs and firings are this tenant's, from its stored records of the last 24 hours{platform}.</p>\
@@ -67,6 +71,85 @@ pub(super) async fn overview(State(state): State<AdminState>, page: TenantPage) 
         },
     );
     page.page(&state, &format!("Tenant {tenant}"), &body, &[])
+}
+
+/// A quota is near its limit from this share of it on.
+const NEAR: f64 = 0.8;
+
+/// "Needs attention" of a tenant: its pending approval requests, its
+/// stored Runs that did not succeed in the last hour, its enabled
+/// deployments whose last firing's Run did not succeed, and its fleet-wide
+/// quotas at 80 % or more;
+/// "Nothing needs attention" when none.
+async fn attention(
+    state: &AdminState,
+    tenant: &str,
+    stored_bytes: i64,
+    deployments: usize,
+    quotas: &crate::tenancy::Quotas,
+) -> Result<String, pilotage_store::StoreError> {
+    let store = state.platform.store();
+    let now = state.platform.clock().now_ms();
+    let t = urlencode(tenant);
+    let mut items = Vec::new();
+    let pending = store
+        .approvals_of_tenant(tenant, Some("pending"), 500)
+        .await?
+        .iter()
+        .filter(|row| crate::policy::approvals::state_at(row, now) == "pending")
+        .count();
+    if pending > 0 {
+        items.push(format!(
+            "<li id=\"attention-approvals\"><a href=\"/console/approvals\">{pending} approval requests wait for a decision</a></li>"
+        ));
+    }
+    let failed: i64 = store
+        .runs_by_status(tenant, now - 3_600_000)
+        .await?
+        .iter()
+        .filter(|(status, _)| status != "success")
+        .map(|(_, n)| n)
+        .sum();
+    if failed > 0 {
+        items.push(format!(
+            "<li id=\"attention-runs\"><a href=\"/console/t/{t}/runs\">{failed} stored Runs did not succeed in the last hour</a></li>"
+        ));
+    }
+    for row in store.deployments_of_tenant(tenant).await?.iter().filter(|row| row.enabled) {
+        let Some(firing) = store.firings_of(tenant, &row.name, 1).await?.into_iter().next() else {
+            continue;
+        };
+        // Its outcome is its Run's, while the Run is kept.
+        if let Some(run) = store.run_get(&firing.run_id).await?.filter(|run| run.status != "success") {
+            items.push(format!(
+                "<li class=\"attention-deployment\"><a href=\"/console/t/{t}/deployments/{name}\">Deployment {shown}: its last firing ended {status}</a></li>",
+                name = urlencode(&row.name),
+                shown = escape(&row.name),
+                status = escape(&run.status),
+            ));
+        }
+    }
+    let near = |used: f64, limit: f64| limit > 0.0 && used >= limit * NEAR;
+    if near(stored_bytes as f64, quotas.max_stored_run_bytes as f64) {
+        items.push(format!(
+            "<li id=\"attention-bytes\">Stored Run bytes at {:.0} % of the quota</li>",
+            100.0 * stored_bytes as f64 / quotas.max_stored_run_bytes as f64
+        ));
+    }
+    if near(deployments as f64, f64::from(quotas.max_deployments)) {
+        items.push(format!(
+            "<li id=\"attention-deployments\">{deployments} of {} deployments allowed</li>",
+            quotas.max_deployments
+        ));
+    }
+    Ok(if items.is_empty() {
+        "<section aria-labelledby=\"attention\" class=\"attention\"><h2 id=\"attention\">Needs attention</h2><p id=\"attention-none\">Nothing needs attention.</p></section>".to_owned()
+    } else {
+        format!(
+            "<section aria-labelledby=\"attention\" class=\"attention\"><h2 id=\"attention\">Needs attention</h2><ul>{}</ul></section>",
+            items.join("")
+        )
+    })
 }
 
 /// `GET /console/t/{tenant}/languages`: each Language served, what it

@@ -47,6 +47,19 @@ pub(super) struct Viewer {
     exp: i64,
     /// Random; CSRF tokens are bound to it.
     nonce: String,
+    /// Reads the tenant's pages (an operator, a tenant administrator,
+    /// `pilotage:console`); an approver alone sees only the inbox.
+    #[serde(default = "reads_by_default")]
+    reads: bool,
+    /// Decides approval requests (an operator, a tenant administrator,
+    /// `pilotage:approve`).
+    #[serde(default)]
+    approves: bool,
+}
+
+/// Sessions sealed before `reads` existed were all readers'.
+fn reads_by_default() -> bool {
+    true
 }
 
 impl Viewer {
@@ -60,8 +73,25 @@ impl Viewer {
         self.tenant.is_none()
     }
 
-    fn csrf(&self, state: &AdminState) -> String {
+    /// Whether this viewer reads the tenant's pages (not only the inbox).
+    pub(super) fn reads(&self) -> bool {
+        self.reads
+    }
+
+    /// Whether this viewer decides approval requests of the tenants it
+    /// may see.
+    pub(super) fn approves(&self) -> bool {
+        self.approves
+    }
+
+    /// The CSRF token of this session's forms.
+    pub(super) fn csrf(&self, state: &AdminState) -> String {
         web::seal(&state.platform, SEAL, "csrf", &self.nonce)
+    }
+
+    /// Whether `token` is a CSRF token issued to this session.
+    pub(super) fn issued(&self, state: &AdminState, token: &str) -> bool {
+        web::open(&state.platform, SEAL, "csrf", token).is_some_and(|nonce| nonce == self.nonce)
     }
 }
 
@@ -69,7 +99,7 @@ impl Viewer {
 /// not signed out (on any replica sharing the store; a copy of a cookie
 /// taken before sign-out opens nothing). A store that cannot say refuses
 /// the session.
-async fn viewer(state: &AdminState, headers: &HeaderMap) -> Option<Viewer> {
+pub(super) async fn viewer(state: &AdminState, headers: &HeaderMap) -> Option<Viewer> {
     let value = web::cookie(headers, COOKIE)?;
     let viewer: Viewer = serde_json::from_str(&web::open(&state.platform, SEAL, "session", value)?).ok()?;
     if viewer.exp <= pilotage_engine::clock::system_now_ms() {
@@ -112,7 +142,7 @@ impl FromRequestParts<AdminState> for TenantPage {
             .and_then(|Path(mut params)| params.remove("tenant"))
             .unwrap_or_default();
         match state.platform.tenant(&tenant) {
-            Some(live) if viewer.may(&tenant) => Ok(TenantPage { viewer, tenant, live }),
+            Some(live) if viewer.may(&tenant) && viewer.reads() => Ok(TenantPage { viewer, tenant, live }),
             _ => Err(not_found(Some(&viewer), state)),
         }
     }
@@ -171,6 +201,10 @@ pub(super) fn page(
         }
         nav.push_str("</ul>");
     }
+    // The inbox, with the pending count console.js fills in.
+    nav.push_str(
+        "<a class=\"inbox\" href=\"/console/approvals\">Approvals <span id=\"pending-count\" class=\"badge\" data-src=\"/console/approvals.json\"></span></a>",
+    );
     let who = match &viewer.tenant {
         None => format!("{} (operator)", viewer.who.subject),
         Some(own) => format!("{} ({own})", viewer.who.subject),
@@ -232,6 +266,9 @@ pub(super) async fn home(State(state): State<AdminState>, headers: HeaderMap) ->
     let Some(viewer) = viewer(&state, &headers).await else {
         return web::see_other("/console/sign-in", None);
     };
+    if !viewer.reads() {
+        return web::see_other("/console/approvals", None);
+    }
     if let Some(own) = &viewer.tenant {
         return web::see_other(&format!("/console/t/{}", urlencode(own)), None);
     }
@@ -300,7 +337,7 @@ pub(super) fn sign_in_form(state: &AdminState, next: &str, message: Option<&str>
     let mut response = plain(
         "Sign in to the console",
         &format!(
-            "{note}{provider}<form method=\"post\" action=\"/console/sign-in\"><input type=\"hidden\" name=\"next\" value=\"{}\"><label for=\"token\">Credential: the operator token, or a token holding pilotage:console or pilotage:tenant-admin for your tenant</label><input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"off\" required><p><button type=\"submit\">Sign in</button></p></form>",
+            "{note}{provider}<form method=\"post\" action=\"/console/sign-in\"><input type=\"hidden\" name=\"next\" value=\"{}\"><label for=\"token\">Credential: the operator token, or a token holding pilotage:console, pilotage:approve or pilotage:tenant-admin for your tenant</label><input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"off\" required><p><button type=\"submit\">Sign in</button></p></form>",
             escape(next)
         ),
     );
@@ -360,7 +397,9 @@ pub(super) async fn sign_in(
         Err(Refused::NotForTheConsole) => sign_in_form(
             &state,
             &next,
-            Some("This credential may not read the console (it holds neither pilotage:console nor an admin scope)."),
+            Some(
+                "This credential may not use the console (it holds neither pilotage:console, pilotage:approve nor an admin scope).",
+            ),
         ),
     }
 }
@@ -380,15 +419,19 @@ pub(super) enum Refused {
 /// [`Refused`] saying why there is none.
 pub(super) async fn open_session(state: &AdminState, token: &str, next: &str) -> Result<Response, Refused> {
     let (credential, until) = credential_until(state, token).await.map_err(|_| Refused::Invalid)?;
-    let (tenant, who) = match credential {
-        Credential::Admin(Admin::Operator(who)) => (None, who),
-        Credential::Admin(Admin::TenantAdmin { tenant, who })
-        | Credential::Scoped { tenant, who, console: true, .. } => (Some(tenant), who),
+    let (tenant, who, reads, approves) = match credential {
+        Credential::Admin(Admin::Operator(who)) => (None, who, true, true),
+        Credential::Admin(Admin::TenantAdmin { tenant, who }) => (Some(tenant), who, true, true),
+        Credential::Scoped { tenant, who, console, approve } if console || approve => {
+            (Some(tenant), who, console, approve)
+        }
         Credential::Scoped { .. } | Credential::Other(_) => return Err(Refused::NotForTheConsole),
     };
     let viewer = Viewer {
         tenant,
         who,
+        reads,
+        approves,
         // Never longer than the credential it was opened with.
         exp: (pilotage_engine::clock::system_now_ms() + SESSION_S * 1000).min(until.unwrap_or(i64::MAX)),
         nonce: hex::encode(rand::random::<[u8; 16]>()),
@@ -416,7 +459,7 @@ pub(super) async fn sign_out(
     let Some(viewer) = viewer(&state, &headers).await else {
         return web::see_other("/console/sign-in", None);
     };
-    if web::open(&state.platform, SEAL, "csrf", &form.csrf).is_none_or(|nonce| nonce != viewer.nonce) {
+    if !viewer.issued(&state, &form.csrf) {
         let mut refused = plain("Refused", "<p>This form was not issued to your session.</p>");
         *refused.status_mut() = StatusCode::FORBIDDEN;
         return refused;

@@ -224,7 +224,8 @@ pub(crate) fn state_at(row: &ApprovalRow, now_ms: i64) -> &str {
 
 /// Records `approve` (or a rejection) of approval `id` of `tenant` by
 /// `approver` (an operator, a tenant administrator or a holder of the
-/// approver scope; never the subject who asked), from `address`.
+/// approver scope; never the subject who asked), from `address`, with the
+/// approver's `comment` (empty: none) in the audit record.
 ///
 /// # Errors
 /// [`DecideError`]: not found, the asker's own request, not pending.
@@ -235,6 +236,7 @@ pub(crate) async fn decide(
     approve: bool,
     approver: &Approver,
     address: &str,
+    comment: &str,
 ) -> Result<ApprovalRow, DecideError> {
     let store = platform.store();
     let row = store.approval(tenant, id).await?.ok_or(DecideError::NotFound)?;
@@ -261,6 +263,7 @@ pub(crate) async fn decide(
             "asked_by": row.subject,
             "asked_by_issuer": row.issuer,
             "from": address,
+            "comment": comment,
         }),
     )
     .await;

@@ -1,8 +1,9 @@
 // The console's script: draws the Run page from its embedded record with
 // the shared view (view.js), and keeps the overview's live figures fresh
 // (figures.json every 5 seconds, drawn as small SVG bar charts and, for
-// operators, a sparkline of requests per second). Everything shown is set
-// as text; no markup comes from data.
+// operators, a sparkline of requests per second), and the header's count
+// of pending approvals. Everything shown is set as text; no markup comes
+// from data.
 (function () {
   "use strict";
   var SVG = "http://www.w3.org/2000/svg";
@@ -116,7 +117,26 @@
     setInterval(poll, 5000);
   }
 
+  // The header's count of pending approval requests (approvals.json),
+  // read once per page and every 30 seconds.
+  function pendingCount(badge) {
+    function read() {
+      fetch(badge.getAttribute("data-src"), { credentials: "same-origin", cache: "no-store" })
+        .then(function (r) { if (!r.ok) throw new Error("HTTP " + r.status); return r.json(); })
+        .then(function (data) {
+          badge.textContent = data.pending > 0 ? String(data.pending) : "";
+          badge.setAttribute("data-pending", String(data.pending));
+          badge.setAttribute("aria-label", data.pending + " pending");
+        })
+        .catch(function () { badge.textContent = ""; });
+    }
+    read();
+    setInterval(read, 30000);
+  }
+
   function start() {
+    var badge = document.getElementById("pending-count");
+    if (badge && badge.getAttribute("data-src")) pendingCount(badge);
     var data = document.getElementById("run-data");
     var view = document.getElementById("run-view");
     if (data && view && globalThis.PilotageView) {

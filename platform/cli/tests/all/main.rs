@@ -3,12 +3,12 @@
 mod endpoint;
 mod support;
 
-mod approvals_inbox;
 mod browser;
 mod capacity;
 mod client_vectors;
 mod conformance;
 mod console;
+mod console_actions;
 mod deployments;
 mod egress;
 mod engine_bounds;

@@ -343,7 +343,7 @@ async fn agents_token(state: &AdminState, token: &str) -> bool {
     false
 }
 
-pub(super) async fn audit(state: &AdminState, admin: &Admin, action: &str, target: &str, detail: Value) {
+pub(crate) async fn audit(state: &AdminState, admin: &Admin, action: &str, target: &str, detail: Value) {
     let row = AuditRow {
         at: state.platform.clock().now_ms(),
         actor: admin.actor(),

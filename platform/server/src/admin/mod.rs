@@ -32,7 +32,7 @@ mod tenants;
 mod throttle;
 mod usage;
 
-pub(crate) use api::{Admin, AdminLimits, AdminState, Credential, credential_until};
+pub(crate) use api::{Admin, AdminLimits, AdminState, Credential, audit, credential_until};
 pub(crate) use approval_page::router as approval_page;
 pub(crate) use routes::router;
 pub(crate) use throttle::{SignInThrottle, THROTTLED, throttled_page};

@@ -4,7 +4,8 @@
 //!
 //! Invariant: the console reads only what its viewer may see, and changes
 //! only through a POST carrying the session's CSRF token (sign-out, an
-//! approval decided from the inbox, [`approvals`]). Every page answers from one [`session::Viewer`]: an operator (the
+//! approval decided from the inbox, [`approvals`]; a deployment enabled
+//! or disabled by an administrator, [`actions`]). Every page answers from one [`session::Viewer`]: an operator (the
 //! operator token or `pilotage:admin`: every tenant) or one tenant's reader
 //! (`pilotage:tenant-admin` or `pilotage:console`). A tenant's page asked
 //! for by a viewer who may not see that tenant is the same 404, byte for
@@ -30,6 +31,7 @@
 //!   the replica's capacity, on the operator's home and each tenant's
 //!   overview ([`capacity`]).
 
+mod actions;
 mod approvals;
 pub(crate) mod assets;
 mod capacity;
@@ -67,6 +69,7 @@ pub(crate) fn router(state: AdminState) -> Router {
         .route("/console/t/{tenant}/data-sources", get(pages::data_sources))
         .route("/console/t/{tenant}/deployments", get(runs::deployments))
         .route("/console/t/{tenant}/deployments/{name}", get(runs::deployment))
+        .route("/console/t/{tenant}/deployments/{name}/state", post(actions::deployment_state))
         .route("/console/t/{tenant}/runs", get(runs::runs))
         .route("/console/t/{tenant}/runs/{run_id}", get(runs::run))
         .route("/console/t/{tenant}/usage", get(usage::usage))

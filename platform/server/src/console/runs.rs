@@ -130,8 +130,22 @@ pub(super) async fn deployment(
             firings.len()
         )
     };
+    // An administrator turns it off or on from here.
+    let action = match page.viewer.admin() {
+        Some(_) => format!(
+            "<form class=\"decide\" id=\"deployment-action\" method=\"post\" action=\"/console/t/{t}/deployments/{n}/state\">\
+             <input type=\"hidden\" name=\"csrf\" value=\"{csrf}\"><input type=\"hidden\" name=\"state\" value=\"{to}\">\
+             <button type=\"submit\">{label}</button></form>",
+            t = urlencode(tenant),
+            n = urlencode(&name),
+            csrf = page.viewer.csrf(&state),
+            to = if deployment.row.enabled { "disabled" } else { "enabled" },
+            label = if deployment.row.enabled { "Disable its triggers" } else { "Enable its triggers" },
+        ),
+        None => String::new(),
+    };
     let body = format!(
-        "<dl class=\"facts\"><dt>Language</dt><dd>{language}</dd><dt>State</dt><dd id=\"deployment-state\">{enabled}</dd><dt>Triggers</dt><dd>{triggers}</dd><dt>Next due</dt><dd>{next}</dd>\
+        "{action}<dl class=\"facts\"><dt>Language</dt><dd>{language}</dd><dt>State</dt><dd id=\"deployment-state\">{enabled}</dd><dt>Triggers</dt><dd>{triggers}</dd><dt>Next due</dt><dd>{next}</dd>\
          <dt>Risk</dt><dd class=\"pv-risk pv-risk-{risk}\">{risk}</dd><dt>Deployed by</dt><dd>{by}</dd><dt>Installed by Run</dt><dd>{installed}</dd><dt>Version</dt><dd>{version}</dd></dl>\
          <h2>Firings</h2>{firings_table}<p><a href=\"/console/t/{t}/runs?deployment={n}\">Every retained Run of this deployment</a></p>\
          <h2>Program</h2><pre>{program}</pre>",

@@ -55,6 +55,10 @@ pub(super) struct Viewer {
     /// `pilotage:approve`).
     #[serde(default)]
     approves: bool,
+    /// Administers its tenants (an operator, a tenant administrator): the
+    /// pages' actions (a deployment enabled or disabled).
+    #[serde(default)]
+    administers: bool,
 }
 
 /// Sessions sealed before `reads` existed were all readers'.
@@ -82,6 +86,15 @@ impl Viewer {
     /// may see.
     pub(super) fn approves(&self) -> bool {
         self.approves
+    }
+
+    /// The administrator this viewer acts as, when it administers: the
+    /// pages' actions are audited as the admin API's are.
+    pub(super) fn admin(&self) -> Option<Admin> {
+        self.administers.then(|| match &self.tenant {
+            None => Admin::Operator(self.who.clone()),
+            Some(tenant) => Admin::TenantAdmin { tenant: tenant.clone(), who: self.who.clone() },
+        })
     }
 
     /// The CSRF token of this session's forms.
@@ -419,11 +432,11 @@ pub(super) enum Refused {
 /// [`Refused`] saying why there is none.
 pub(super) async fn open_session(state: &AdminState, token: &str, next: &str) -> Result<Response, Refused> {
     let (credential, until) = credential_until(state, token).await.map_err(|_| Refused::Invalid)?;
-    let (tenant, who, reads, approves) = match credential {
-        Credential::Admin(Admin::Operator(who)) => (None, who, true, true),
-        Credential::Admin(Admin::TenantAdmin { tenant, who }) => (Some(tenant), who, true, true),
+    let (tenant, who, reads, approves, administers) = match credential {
+        Credential::Admin(Admin::Operator(who)) => (None, who, true, true, true),
+        Credential::Admin(Admin::TenantAdmin { tenant, who }) => (Some(tenant), who, true, true, true),
         Credential::Scoped { tenant, who, console, approve } if console || approve => {
-            (Some(tenant), who, console, approve)
+            (Some(tenant), who, console, approve, false)
         }
         Credential::Scoped { .. } | Credential::Other(_) => return Err(Refused::NotForTheConsole),
     };
@@ -432,6 +445,7 @@ pub(super) async fn open_session(state: &AdminState, token: &str, next: &str) ->
         who,
         reads,
         approves,
+        administers,
         // Never longer than the credential it was opened with.
         exp: (pilotage_engine::clock::system_now_ms() + SESSION_S * 1000).min(until.unwrap_or(i64::MAX)),
         nonce: hex::encode(rand::random::<[u8; 16]>()),

@@ -77,6 +77,13 @@ async fn post_form(addr: std::net::SocketAddr, path: &str, cookie: &str, body: S
         .unwrap()
 }
 
+/// Signs the browser out and waits for the sign-in page, so the next
+/// navigation cannot cut the sign-out's POST short.
+async fn sign_out(browser: &Browser) {
+    browser.click(".sign-out button").await.unwrap();
+    shows(browser, "h1", "Sign in").await;
+}
+
 /// A server with the console and the operator token, and its development
 /// tokens.
 async fn console_server() -> (pilotage_server::start::Server, pilotage_server::auth::dev::DevTokens) {
@@ -126,8 +133,7 @@ async fn an_approver_decides_from_the_inbox_and_nothing_else_opens() {
     shows(&browser, "#pending-count", "2").await;
 
     // An approver signs in and lands on the inbox, the only page it opens.
-    browser.click(".sign-out button").await.unwrap();
-    shows(&browser, "h1", "Sign in").await;
+    sign_out(&browser).await;
     browser.goto(&format!("{base}/console")).await.unwrap();
     browser.fill("#token", &token("ada", "pilotage:approve")).await.unwrap();
     browser.submit("#token").await.unwrap();
@@ -178,7 +184,7 @@ async fn an_approver_decides_from_the_inbox_and_nothing_else_opens() {
 
     // A reader without the approver scope sees the inbox but no form, and
     // a posted decision is refused.
-    browser.click(".sign-out button").await.unwrap();
+    sign_out(&browser).await;
     browser.goto(&format!("{base}/console/approvals")).await.unwrap();
     browser.fill("#token", &token("rita", "pilotage:console")).await.unwrap();
     browser.submit("#token").await.unwrap();
@@ -193,7 +199,7 @@ async fn an_approver_decides_from_the_inbox_and_nothing_else_opens() {
 
     // The subject who asked (the development principal) cannot decide its
     // own request, even holding the approver scope.
-    browser.click(".sign-out button").await.unwrap();
+    sign_out(&browser).await;
     browser.goto(&format!("{base}/console/approvals")).await.unwrap();
     let asker = server.platform.dev_principal().subject.clone();
     browser.fill("#token", &token(&asker, "pilotage:approve")).await.unwrap();
@@ -269,7 +275,7 @@ async fn an_administrator_turns_a_deployment_off_and_on_from_its_page() {
     assert_eq!(enabled().await, false);
 
     // A reader sees no button, and its post is refused.
-    browser.click(".sign-out button").await.unwrap();
+    sign_out(&browser).await;
     browser.goto(&page).await.unwrap();
     let reader = dev.mint("demo", "rita", &["pilotage:console".to_owned()], 600).unwrap();
     browser.fill("#token", &reader).await.unwrap();

@@ -438,7 +438,9 @@ pub async fn run_language_file_vectors(component: std::path::PathBuf, binding: &
 
 /// As [`run_language_file_vectors`], on a server whose bounds `operator`
 /// changes as an operator's configuration would (after the test settings,
-/// whose execution wall time is 1.5 s).
+/// whose execution wall time is 4 s: the binding's timeout case waits 5 s,
+/// and its resource_exhausted case must reach the memory bound before the
+/// wall time even in an interpreted Language on a loaded machine).
 pub async fn run_language_file_vectors_under(
     component: std::path::PathBuf,
     binding: &Binding,
@@ -447,7 +449,7 @@ pub async fn run_language_file_vectors_under(
 ) {
     let mut settings = settings(Backend::Sqlite).await;
     settings.retention = "PT1H".to_owned();
-    settings.bounds.execution.wall_time_ms = 1_500;
+    settings.bounds.execution.wall_time_ms = 4_000;
     operator(&mut settings.bounds);
     settings.request_timeout_ms = 12_000;
     settings.languages = vec![component];

@@ -76,6 +76,11 @@ pub struct CapabilitySettings {
     /// `trace_fetch.narrate`
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub narrate: Option<bool>,
+    /// `execute.x-assertions`: the platform's assertions extension
+    /// ([`crate::assertions`]); not a Pilotage sub-feature, so it has no
+    /// [`SubFeature`].
+    #[serde(rename = "x-assertions", default, skip_serializing_if = "Option::is_none")]
+    pub assertions: Option<bool>,
 }
 
 /// A sub-feature of a capability (Part II §4.1).

@@ -23,6 +23,8 @@
 //! - [`request_error`]: the request-error shape and its closed kinds
 //!   (Part III §7.2);
 //! - [`retention`]: retention values and ISO 8601 durations (Part II §6.6);
+//! - [`assertions`]: the platform's `x-assertions` extension of execute,
+//!   its report and verdicts (docs/assertions.md);
 //! - [`jsonrpc`]: the JSON-RPC 2.0 message rules of the MCP edge: one body
 //!   classified as an accepted message or its JSON-RPC error (Part III §7.1).
 //!
@@ -44,6 +46,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod assertions;
 pub mod capabilities;
 pub mod catalog;
 pub mod correspondence;

@@ -88,6 +88,10 @@ pub struct ExecuteResponse {
     /// a retry is likely to find room, in milliseconds. Absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_after_ms: Option<u64>,
+    /// The platform's `x-assertions` report, when the request carried
+    /// assertions and the Run started ([`crate::assertions`]).
+    #[serde(rename = "x-assertions", default, skip_serializing_if = "Option::is_none")]
+    pub assertions: Option<crate::assertions::Report>,
 }
 
 /// A trace-fetch request (Part II §6.6).
@@ -118,4 +122,7 @@ pub struct TraceFetchResponse {
     /// Server prose, where `narrate` is declared.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub narration: Option<String>,
+    /// The Run's `x-assertions` report, kept with it.
+    #[serde(rename = "x-assertions", default, skip_serializing_if = "Option::is_none")]
+    pub assertions: Option<crate::assertions::Report>,
 }

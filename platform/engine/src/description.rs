@@ -235,6 +235,9 @@ impl LanguageDescription {
                 CapabilityValue::Settings(CapabilitySettings {
                     idempotency: Some(exposure.idempotency),
                     test_run: Some(self.features.test_run),
+                    // Checked by the platform from the trace envelope, so
+                    // every Language that executes has them.
+                    assertions: Some(true),
                     ..Default::default()
                 }),
             );

@@ -427,12 +427,13 @@ pub(crate) fn outcome_from_wit(outcome: run_types::Outcome) -> pilotage_protocol
     pilotage_protocol::outcome::Outcome { ok: outcome.ok, status: outcome.status, error: outcome.error }
 }
 
-/// `declared` with the statuses of a tenant's policy on risk added where
-/// the Language does not list them (Part II §5.7: every status a Run may
-/// end with is in the closed set; the platform puts these on any
-/// Language's Runs).
+/// `declared` with the statuses of a tenant's policy on risk and of
+/// assertions added where the Language does not list them (Part II §5.7:
+/// every status a Run may end with is in the closed set; the platform
+/// puts these on any Language's Runs).
 fn with_policy_statuses(mut declared: Vec<StatusInfo>) -> Vec<StatusInfo> {
-    for (status, ok, side_effects, meaning) in pilotage_protocol::outcome::POLICY_STATUSES {
+    let added = pilotage_protocol::outcome::POLICY_STATUSES.into_iter().chain([pilotage_protocol::assertions::STATUS]);
+    for (status, ok, side_effects, meaning) in added {
         if !declared.iter().any(|s| s.status == status) {
             declared.push(StatusInfo { status: status.to_owned(), ok, side_effects, meaning: meaning.to_owned() });
         }
@@ -532,9 +533,10 @@ pub(crate) fn description_from_wit(info: describe_types::LanguageInfo) -> Langua
                     g.topic_bodies.into_iter().map(|t| (t.topic, t.body)).collect();
                 let mut body = g.body;
                 if g.topics.iter().any(|topic| topic == "closed-sets") {
-                    body.push_str(&policy_statuses_section());
+                    let added = policy_statuses_section() + &pilotage_protocol::assertions::closed_sets_section();
+                    body.push_str(&added);
                     if let Some(topic) = topic_bodies.get_mut("closed-sets") {
-                        topic.push_str(&policy_statuses_section());
+                        topic.push_str(&added);
                     }
                 }
                 GuideContent::new(&name, g.id, g.title, level, g.topics, g.version, g.format, body, topic_bodies)

@@ -51,7 +51,7 @@ impl std::fmt::Display for LintFinding {
 
 /// Names a Language may not use for its program argument: they are the
 /// reserved loop-tool members (Part III §4.4).
-pub const RESERVED_ARGUMENTS: [&str; 11] = [
+pub const RESERVED_ARGUMENTS: [&str; 12] = [
     "program_ref",
     "input",
     "context",
@@ -63,6 +63,7 @@ pub const RESERVED_ARGUMENTS: [&str; 11] = [
     "store",
     "run_id",
     "question",
+    pilotage_protocol::assertions::MEMBER,
 ];
 
 /// Lints a description. Returns every finding, errors first.

@@ -260,6 +260,7 @@ pub(crate) fn language_check(args: CheckArgs) -> Result<ExitCode> {
                         diagnostics: None,
                         trace,
                         retry_after_ms: None,
+                        assertions: None,
                     };
                     say!("ExecuteResponse:");
                     say!("{}", serde_json::to_string_pretty(&response)?);

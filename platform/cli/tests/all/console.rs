@@ -28,7 +28,7 @@ use crate::tenancy::{ADMIN_TOKEN, admin, upload_language};
 use pilotage_test_support::browser::Browser;
 
 /// Waits until the text of `selector` contains `want` (10 s), returning it.
-async fn shows(browser: &Browser, selector: &str, want: &str) -> String {
+pub(crate) async fn shows(browser: &Browser, selector: &str, want: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         match browser.text(selector).await {
@@ -63,7 +63,7 @@ fn cookie_of(response: &reqwest::Response) -> String {
     response.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_owned()
 }
 
-async fn sign_in(browser: &Browser, base: &str, token: &str) {
+pub(crate) async fn sign_in(browser: &Browser, base: &str, token: &str) {
     browser.goto(&format!("{base}/console")).await.unwrap();
     shows(browser, "h1", "Sign in").await;
     browser.fill("#token", token).await.unwrap();

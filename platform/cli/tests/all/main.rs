@@ -3,6 +3,7 @@
 mod endpoint;
 mod support;
 
+mod assertions;
 mod browser;
 mod capacity;
 mod client_vectors;

@@ -305,6 +305,44 @@ fn script_json(value: &Value) -> String {
     value.to_string().replace('<', "\\u003c").replace('>', "\\u003e").replace('&', "\\u0026")
 }
 
+/// The Run's `x-assertions` verdicts (docs/assertions.md) as a table:
+/// each assertion, whether it held, the value observed and why it failed.
+/// Empty when the request carried none.
+fn assertions_section(record: &Value) -> String {
+    let Some(report) = record.get(pilotage_protocol::assertions::MEMBER) else { return String::new() };
+    let verdicts = report["verdicts"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let rows: String = verdicts
+        .iter()
+        .map(|verdict| {
+            let observed = match verdict.get("observed") {
+                Some(value) => format!("<code>{}</code>", escape(&clipped(&value.to_string(), 200))),
+                None => "<em>absent</em>".to_owned(),
+            };
+            format!(
+                "<tr class=\"verdict-{state}\" data-assertion=\"{id}\"><th scope=\"row\"><code>{id}</code></th><td>{state}</td><td>{observed}</td><td>{message}</td></tr>",
+                id = escape(&short(&verdict["id"])),
+                state = escape(&short(&verdict["verdict"])),
+                message = escape(&short(&verdict["message"])),
+            )
+        })
+        .collect();
+    format!(
+        "<section id=\"run-assertions\" aria-labelledby=\"run-assertions-title\"><h2 id=\"run-assertions-title\">Assertions</h2>\
+         <p>{passed} passed, {failed} failed (checked by the platform against this trace and output).</p>\
+         <div class=\"scroll\"><table><thead><tr><th scope=\"col\">Assertion</th><th scope=\"col\">Verdict</th><th scope=\"col\">Observed</th><th scope=\"col\">Why it failed</th></tr></thead><tbody>{rows}</tbody></table></div></section>",
+        passed = escape(&short(&report["passed"])),
+        failed = escape(&short(&report["failed"])),
+    )
+}
+
+/// `text` cut to `chars` characters, with `…` when cut.
+fn clipped(text: &str, chars: usize) -> String {
+    match text.char_indices().nth(chars) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
 /// `GET /console/t/{tenant}/runs/{run_id}`: the Run view.
 pub(super) async fn run(
     State(state): State<AdminState>,
@@ -339,7 +377,7 @@ pub(super) async fn run(
     let body = format!(
         "<dl class=\"facts\"><dt>Language</dt><dd>{language}</dd><dt>By</dt><dd>{subject}</dd><dt>Stored</dt><dd>{created}</dd><dt>Kept until</dt><dd>{expires}</dd>\
          <dt>Outcome</dt><dd id=\"run-status\">{status}</dd><dt>Trace</dt><dd>{steps} steps at level {level}, {bytes} bytes</dd>{origin}</dl>\
-         <script type=\"application/json\" id=\"run-data\">{data}</script>\
+         {assertions}<script type=\"application/json\" id=\"run-data\">{data}</script>\
          <div id=\"run-view\" class=\"run-view\"><noscript><p>The Run view draws the plan and the trace with script; the record is above as JSON.</p></noscript></div>",
         language = escape(&row.language),
         subject = escape(&row.subject),
@@ -349,6 +387,7 @@ pub(super) async fn run(
         level = escape(&row.recorded_level),
         bytes = row.record.len(),
         data = script_json(&record),
+        assertions = assertions_section(&record),
     );
     page.page(&state, &format!("Run {run_id}"), &body, &["view.js"])
 }

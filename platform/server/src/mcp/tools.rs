@@ -136,7 +136,8 @@ fn execute_input(slot: &LanguageSlot) -> Value {
         "trace_level": {"type": "string", "description": "none, summary or full (default: the Language's ceiling)."},
         "expected_catalog_version": {"type": "string", "description": "The catalog_version you validated against; a stale one refuses the Run with catalog_drift."},
         "idempotency_key": {"type": "string", "description": "Repeat a request with the same key to get the first Run's response instead of running again."},
-        "store": {"type": "boolean", "description": "true: keep the Run for the trace tool; false: keep nothing."}
+        "store": {"type": "boolean", "description": "true: keep the Run for the trace tool; false: keep nothing."},
+        pilotage_protocol::assertions::MEMBER: {"description": "Optional postconditions the platform checks against this Run's trace and output once it ends (docs/assertions.md): each {\"id\", \"target\": {\"output\": \"/pointer\"} or {\"step\": \"id\", \"member\": \"invocations|outcome|output|input|t_ms\", \"pointer\"}, \"check\": one of exists, eq, ne, lt, le, gt, ge, count, equals_input, schema, \"message\"}. A failed one makes a successful Run assertion_failed; the response's x-assertions holds each verdict."}
     });
     if description.features.test_run {
         properties["test_run"] = json!({"type": "boolean"});

@@ -30,6 +30,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tracing::Instrument;
 
+use super::assertions::Assertions;
 use super::idempotency::interrupted_response;
 use super::storage_error;
 use super::validate::{failure_to_error, validated};
@@ -80,6 +81,9 @@ struct ExecuteArguments {
     store: Option<bool>,
     #[serde(default)]
     mode: Option<String>,
+    /// The platform's assertions extension (`super::assertions`).
+    #[serde(default, rename = "x-assertions")]
+    assertions: Option<Value>,
 }
 
 /// The message every unresolvable `program_ref` gets, whether it does not
@@ -131,6 +135,7 @@ fn refused(
         diagnostics,
         trace: None,
         retry_after_ms: None,
+        assertions: None,
     })
     .unwrap_or(Value::Null)
 }
@@ -431,6 +436,31 @@ pub(crate) async fn execute_with(
             Some(findings),
         ));
     }
+    // The request's assertions, checked against the plan and the input
+    // before anything runs (docs/assertions.md).
+    if mode.deploy && args.assertions.is_some() {
+        return Err(request_error(
+            RequestErrorKind::InvalidRequest,
+            format!(
+                "{} apply to immediate and test Runs; check a deploy's program with test_run first",
+                pilotage_protocol::assertions::MEMBER
+            ),
+        ));
+    }
+    let assertions =
+        match Assertions::read(args.assertions.as_ref(), validated.response.plan.as_ref(), args.input.as_ref()) {
+            Ok(assertions) => assertions,
+            Err(findings) => {
+                return Ok(refused(
+                    context,
+                    &language,
+                    run_id,
+                    VALIDATION_ERROR,
+                    "the assertions do not fit the program; nothing ran",
+                    Some(findings),
+                ));
+            }
+        };
 
     // The idempotency claim comes before the policy and the quotas: a
     // retry of a request already claimed (recorded, or still running) is
@@ -612,6 +642,7 @@ pub(crate) async fn execute_with(
         store: args.store,
         key: idempotency.as_ref().map(|(key, _, _)| key.clone()),
         control: control.clone(),
+        assertions,
     };
     let response = run_detached(context, request, held).await;
     let response = match response {
@@ -788,6 +819,8 @@ pub(super) struct RunRequest {
     pub key: Option<String>,
     /// Cancellation and progress of the Run.
     pub control: RunControl,
+    /// The request's assertions, evaluated once the Run ends.
+    pub assertions: Option<Assertions>,
 }
 
 /// [`run`] on a task of its own that holds `held` until the Run is
@@ -832,6 +865,7 @@ async fn run(context: &Context, request: RunRequest) -> Result<ExecuteResponse, 
         store,
         key,
         control,
+        assertions,
     } = request;
     let (slot, run_id, key, control) = (&slot, run_id.as_str(), key.as_deref(), &control);
     let description = slot.description();
@@ -907,6 +941,7 @@ async fn run(context: &Context, request: RunRequest) -> Result<ExecuteResponse, 
             diagnostics: Some(diagnostics),
             trace: None,
             retry_after_ms: None,
+            assertions: None,
         });
     }
     if mode.deploy && execution.outcome.ok {
@@ -951,6 +986,11 @@ async fn run(context: &Context, request: RunRequest) -> Result<ExecuteResponse, 
             }
         }
     }
+    // Assertions read what the Run produced, at the level it is recorded,
+    // and may only turn its success into `assertion_failed`.
+    let report = assertions.map(|assertions| {
+        assertions.evaluate(&mut execution.outcome, &mut execution.output, &execution.trace, input.as_ref())
+    });
     run_span.record("pilotage.outcome.status", execution.outcome.status.as_str());
 
     let recorded_level = description.trace_ceiling;
@@ -978,6 +1018,7 @@ async fn run(context: &Context, request: RunRequest) -> Result<ExecuteResponse, 
         diagnostics: None,
         trace: at_level(&execution.trace, level),
         retry_after_ms: None,
+        assertions: report.clone(),
     };
     // One Run, one outcome: the key's response is recorded before the Run
     // is stored or answered, fenced by this Run's claim. When a retry took
@@ -1001,6 +1042,7 @@ async fn run(context: &Context, request: RunRequest) -> Result<ExecuteResponse, 
             output: execution.output.clone(),
             trace: record_trace,
             narration: None,
+            assertions: report,
         };
         let now = context.platform.clock().now_ms();
         let (session_id, expires_at) = match retention {

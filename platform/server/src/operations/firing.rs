@@ -84,6 +84,7 @@ pub(crate) async fn fire(
                 store: Some(true),
                 key: None,
                 control: Default::default(),
+                assertions: None,
             };
             let response = run_detached(context, request, Held { place, lease: None, slot: None }).await?;
             observe_outcome(context, &language, run_id, &response.outcome.status);
@@ -115,6 +116,7 @@ pub(crate) async fn fire(
             stats: None,
         },
         narration: None,
+        assertions: None,
     };
     let now = context.platform.clock().now_ms();
     let principal = &context.caller.principal;
@@ -156,5 +158,6 @@ pub(crate) async fn fire(
         diagnostics: None,
         trace: None,
         retry_after_ms,
+        assertions: None,
     })
 }

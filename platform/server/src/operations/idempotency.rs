@@ -53,6 +53,7 @@ pub(crate) fn interrupted_response(run_id: &str, level: TraceLevel) -> ExecuteRe
             stats: Some(serde_json::json!({"interrupted": true, "steps_recorded": false})),
         }),
         retry_after_ms: None,
+        assertions: None,
     }
 }
 

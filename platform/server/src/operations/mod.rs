@@ -6,6 +6,7 @@
 //! [`OpError`]: a request error (Part III §7.2) or a structural fault that
 //! the binding reports as a carrier error (Part III §7.1).
 
+pub(crate) mod assertions;
 mod context;
 pub(crate) mod discover;
 pub(crate) mod execute;

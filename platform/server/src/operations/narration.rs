@@ -14,6 +14,7 @@
 use std::fmt::Write as _;
 
 use pilotage_engine::description::StatusInfo;
+use pilotage_protocol::assertions::ASSERTION_FAILED;
 use pilotage_protocol::outcome::{
     CATALOG_DRIFT, ENGINE_FAULT, ERROR, PARTIAL, PROMOTION_DRIFT, RESOURCE_EXHAUSTED, SUCCESS, TIMEOUT,
     VALIDATION_ERROR,
@@ -311,6 +312,7 @@ impl Facts<'_> {
         sentences.extend(self.idle_decision().map(idle_sentence));
         sentences.push(self.steps_sentence());
         sentences.extend(self.failed_sentence());
+        sentences.extend(self.assertions_sentence());
         sentences.extend(self.simulated_sentence());
         sentences.extend(self.decisions_sentence());
         sentences.extend(self.rows_sentence());
@@ -335,6 +337,10 @@ impl Facts<'_> {
                     .to_owned()
             }
             VALIDATION_ERROR => "Nothing ran (status validation_error)".to_owned(),
+            ASSERTION_FAILED => {
+                "The program ran to its end, but the request's assertions did not all hold (status assertion_failed)"
+                    .to_owned()
+            }
             TIMEOUT => "The Run was stopped at its wall-time bound (status timeout)".to_owned(),
             RESOURCE_EXHAUSTED => {
                 "The Run was stopped at one of the platform's bounds (status resource_exhausted)".to_owned()
@@ -345,6 +351,25 @@ impl Facts<'_> {
             _ => format!("The Run did not succeed (status {status})"),
         };
         sentence(&lead, outcome.error.as_deref())
+    }
+
+    /// The `x-assertions` verdicts kept with the Run: how many held, and
+    /// which did not (their ids; the observed values stay in the report).
+    fn assertions_sentence(&self) -> Option<String> {
+        let report = self.record.assertions.as_ref().filter(|report| !report.verdicts.is_empty())?;
+        let total = report.verdicts.len();
+        let failed = report.verdicts.iter().filter(|v| v.verdict != "passed").map(|v| format!("'{}'", v.id));
+        Some(match (report.failed, total) {
+            (0, 1) => "The request's one assertion held.".to_owned(),
+            (0, _) => format!("All {total} of the request's assertions held."),
+            (n, _) => {
+                format!(
+                    "{n} of the request's {} failed: {}.",
+                    count(total, "assertion", "assertions"),
+                    listed(failed, 5)
+                )
+            }
+        })
     }
 
     fn side_effects_sentence(&self) -> Option<String> {
@@ -524,7 +549,8 @@ impl Facts<'_> {
             return "Nothing failed: the outcome is success and every recorded step succeeded.".to_owned();
         }
         let mut answer = self.outcome_sentence();
-        for sentence in self.side_effects_sentence().into_iter().chain(self.failed_sentence()) {
+        let sentences = self.side_effects_sentence().into_iter().chain(self.failed_sentence());
+        for sentence in sentences.chain(self.assertions_sentence()) {
             answer.push(' ');
             answer.push_str(&sentence);
         }

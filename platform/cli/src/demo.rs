@@ -460,11 +460,83 @@ async fn sql_story(
         report.execution.as_ref().is_some_and(|e| e.outcome.ok) && rows_matched.is_some_and(|r| r > 0),
         report.execution.as_ref().map(|e| e.outcome.status.clone()).unwrap_or_default(),
     )?;
+    assertion_story(client, n, options, &fixed).await?;
     let smuggled = client.validate(SQL, &json!("SELECT 1; DROP TABLE orders"), None).await?;
     n.check(
         "a smuggled second statement is refused before anything reaches the database",
         !smuggled.valid,
         "it validated",
+    )?;
+    Ok(())
+}
+
+/// Part I's "a filter that matched zero rows ... looks completely fine",
+/// caught by assertions (the platform's `x-assertions`, docs/assertions.md):
+/// a misspelt status filter succeeds with no rows; the same Run with two
+/// assertions ends `assertion_failed`; spelled as the data has it, they hold.
+async fn assertion_story(
+    client: &mut PilotageClient,
+    n: &mut Narrator<'_>,
+    options: &RunOptions,
+    query: &str,
+) -> Result<(), DemoError> {
+    const SQL: &str = pilotage_server::demo::tenant::DEMO_SQL_LANGUAGE;
+    let rows_of = |report: &pilotage_client::RunReport| {
+        report.execution.as_ref().and_then(|e| e.output.as_ref()).and_then(Value::as_array).map(Vec::len)
+    };
+    n.say("   Asked for the revenue lost to cancelled orders, the agent filters on o.status = 'canceled' (one l):")?;
+    let misspelt = query.replace("o.status <> 'cancelled'", "o.status = 'canceled'");
+    let looks_fine = client.run(SQL, json!(misspelt), None, options, &Refuse).await?;
+    let status = |report: &pilotage_client::RunReport| {
+        report.execution.as_ref().map(|e| e.outcome.status.clone()).unwrap_or_default()
+    };
+    n.say(&format!(
+        "   It is valid, and the Run ends {} with {} rows: a result that looks completely fine (Part I).",
+        status(&looks_fine),
+        rows_of(&looks_fine).map_or_else(|| "?".to_owned(), |rows| rows.to_string())
+    ))?;
+    n.check(
+        "the misspelt filter runs successfully and returns no rows",
+        status(&looks_fine) == "success" && rows_of(&looks_fine) == Some(0),
+        status(&looks_fine),
+    )?;
+    let assertions = json!([
+        {"id": "has-rows", "target": {"output": ""}, "check": {"count": {"gt": 0}},
+         "message": "a revenue report without rows answers nothing"},
+        {"id": "matched", "target": {"step": "stmt-1", "member": "output", "pointer": "/rows_matched"},
+         "check": {"gt": 0}}
+    ]);
+    n.say(&format!("   This time the agent says what a right result is, with x-assertions: {assertions}"))?;
+    let asserted = RunOptions { assertions: Some(assertions), ..options.clone() };
+    let caught = client.run(SQL, json!(misspelt), None, &asserted, &Refuse).await?;
+    let report = caught.execution.as_ref().and_then(|e| e.assertions.clone());
+    let failed = report.as_ref().and_then(|r| r.verdicts.iter().find(|v| v.id == "has-rows").cloned());
+    n.say(&format!(
+        "   The platform checks them against the trace: {} ({}).",
+        status(&caught),
+        failed.as_ref().and_then(|v| v.message.clone()).unwrap_or_default()
+    ))?;
+    n.check(
+        "the same Run with assertions ends assertion_failed, has-rows observed 0",
+        status(&caught) == "assertion_failed"
+            && report.as_ref().is_some_and(|r| r.failed == 2)
+            && failed.is_some_and(|v| v.observed == Some(json!(0))),
+        status(&caught),
+    )?;
+    let spelled = query.replace("o.status <> 'cancelled'", "o.status = 'cancelled'");
+    n.say("   Spelled as the data has it ('cancelled'), the filter finds rows:")?;
+    let proved = client.run(SQL, json!(spelled), None, &asserted, &Refuse).await?;
+    let held = proved.execution.as_ref().and_then(|e| e.assertions.as_ref()).map(|r| (r.passed, r.failed));
+    n.say(&format!(
+        "   {} with {} rows; the assertions: {}.",
+        status(&proved),
+        rows_of(&proved).map_or_else(|| "?".to_owned(), |rows| rows.to_string()),
+        held.map_or_else(|| "no report".to_owned(), |(passed, failed)| format!("{passed} passed, {failed} failed"))
+    ))?;
+    n.check(
+        "spelled right, both assertions hold and the Run succeeds",
+        status(&proved) == "success" && held == Some((2, 0)),
+        status(&proved),
     )?;
     Ok(())
 }

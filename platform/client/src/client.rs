@@ -39,6 +39,10 @@ pub struct RunOptions {
     /// §6.5.7). The gate still judges the plan: a test run does not make
     /// a destructive plan safe to approve for deployment.
     pub test_run: Option<bool>,
+    /// The platform's `x-assertions` (its docs/assertions.md): checked
+    /// against the Run's trace and output, reported in the execute
+    /// response's `assertions`.
+    pub assertions: Option<Value>,
 }
 
 /// What happened in one Run of the standard loop.
@@ -465,6 +469,9 @@ impl PilotageClient {
             }
             if let Some(test_run) = options.test_run {
                 args["test_run"] = json!(test_run);
+            }
+            if let Some(assertions) = &options.assertions {
+                args[pilotage_protocol::assertions::MEMBER] = assertions.clone();
             }
             let response = self.execute_raw(language, args).await?;
             report.executions.push(response.clone());

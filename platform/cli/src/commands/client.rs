@@ -94,11 +94,24 @@ pub(crate) struct ProgramArgs {
     /// The trace level to ask for (default full).
     #[arg(long)]
     trace_level: Option<String>,
+    /// Assertions the server checks against the Run's trace and output
+    /// (`x-assertions`, docs/assertions.md): a JSON file, or JSON text.
+    #[arg(long)]
+    assertions: Option<String>,
 }
 
 pub(crate) async fn connect(url: &str, token: Option<&str>) -> Result<pilotage_client::PilotageClient> {
     let connection = pilotage_client::Connection::open(url, token).await?;
     Ok(pilotage_client::PilotageClient::discover(connection).await?)
+}
+
+/// A JSON argument (`flag`): a file holding JSON, or JSON text.
+fn json_argument(flag: &str, text: Option<&str>) -> Result<Option<Value>> {
+    let Some(text) = text else { return Ok(None) };
+    Ok(Some(match std::fs::read_to_string(text) {
+        Ok(file) => serde_json::from_str(&file).with_context(|| format!("{flag}: {text} does not hold JSON"))?,
+        Err(_) => serde_json::from_str(text).with_context(|| format!("{flag} is neither a JSON file nor JSON text"))?,
+    }))
 }
 
 pub(crate) fn read_program(path: &PathBuf) -> Result<Value> {
@@ -157,15 +170,11 @@ pub(crate) async fn client(args: ClientArgs) -> Result<ExitCode> {
             return Ok(if response.valid { ExitCode::SUCCESS } else { ExitCode::from(3) });
         }
         ClientCommand::Run(program_args) => {
-            let mut client = connect(&program_args.url, token).await?;
+            // The arguments first: a bad one is refused before connecting.
             let program = read_program(&program_args.program)?;
-            let input = match &program_args.input {
-                Some(text) => Some(match std::fs::read_to_string(text) {
-                    Ok(file) => serde_json::from_str(&file)?,
-                    Err(_) => serde_json::from_str(text).context("--input is neither a JSON file nor JSON text")?,
-                }),
-                None => None,
-            };
+            let input = json_argument("--input", program_args.input.as_deref())?;
+            let assertions = json_argument("--assertions", program_args.assertions.as_deref())?;
+            let mut client = connect(&program_args.url, token).await?;
             let approver: Box<dyn Approver> = match &program_args.approve {
                 Some(policy) => Box::new(Policy::parse(policy)?),
                 None if std::io::stdin().is_terminal() => Box::new(Interactive),
@@ -177,6 +186,7 @@ pub(crate) async fn client(args: ClientArgs) -> Result<ExitCode> {
                 fetch: false,
                 drift_retries: 2,
                 idempotency_key: None,
+                assertions,
                 ..Default::default()
             };
             let report = client.run(&program_args.language, program, input, &options, approver.as_ref()).await?;

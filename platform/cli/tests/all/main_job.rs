@@ -57,6 +57,15 @@ async fn demo_passes(backend: Backend) {
         assert!(text.contains(words), "the story never says '{words}':\n{text}");
     }
     automation_story_happened(&report, text);
+    // Part I's zero-row result that looks fine, caught by assertions
+    // (issue 49 item 3).
+    for check in [
+        "the misspelt filter runs successfully and returns no rows",
+        "the same Run with assertions ends assertion_failed, has-rows observed 0",
+        "spelled right, both assertions hold and the Run succeeds",
+    ] {
+        assert!(report.passed.iter().any(|passed| passed.contains(check)), "never passed '{check}':\n{text}");
+    }
 }
 
 /// The automation story of issue 14 happened, each check passed: the
@@ -151,21 +160,16 @@ async fn the_client_commands_drive_a_server() {
     assert!(String::from_utf8_lossy(&tools.stdout).contains("pilotage_manifest"));
 
     let (safe_arg, destructive_arg) = (safe.display().to_string(), destructive.display().to_string());
-    let run = {
-        let args = [
-            "client".to_owned(),
-            "run".into(),
-            url_arg.into(),
-            "workflow/v1".into(),
-            safe_arg.clone(),
-            "--input".into(),
-            r#"{"userId": "42"}"#.into(),
-            "--store".into(),
-        ];
+    // `client run` of the safe program for user 42, with `extra` arguments.
+    let run_safe = |extra: &[&str]| {
+        let mut args: Vec<String> =
+            ["client", "run", url_arg, "workflow/v1", &safe_arg, "--input", r#"{"userId": "42"}"#]
+                .map(str::to_owned)
+                .to_vec();
+        args.extend(extra.iter().map(|arg| (*arg).to_owned()));
         tokio::task::spawn_blocking(move || pilotage(&args.iter().map(String::as_str).collect::<Vec<_>>()))
-            .await
-            .unwrap()
     };
+    let run = run_safe(&["--store"]).await.unwrap();
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
     let response: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
     assert_eq!(response["output"]["name"], "Amira Hassan");
@@ -176,6 +180,19 @@ async fn the_client_commands_drive_a_server() {
             .unwrap()
     };
     assert!(trace.status.success());
+
+    // --assertions sends x-assertions: a failed one is exit code 5 (the
+    // outcome is not ok) with the verdicts in the printed response; a
+    // malformed value is refused before connecting to anything.
+    let someone_else = r#"[{"id": "someone-else", "target": {"output": "/name"}, "check": {"ne": "Amira Hassan"}}]"#;
+    let failed = run_safe(&["--assertions", someone_else]).await.unwrap();
+    assert_eq!(failed.status.code(), Some(5), "{}", String::from_utf8_lossy(&failed.stderr));
+    let response: serde_json::Value = serde_json::from_slice(&failed.stdout).unwrap();
+    assert_eq!(response["outcome"]["status"], "assertion_failed");
+    assert_eq!(response["x-assertions"]["verdicts"][0]["observed"], "Amira Hassan");
+    let malformed = run_safe(&["--assertions", "[{"]).await.unwrap();
+    assert_eq!(malformed.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&malformed.stderr).contains("--assertions is neither a JSON file nor JSON text"));
 
     // Not interactive and no --approve: the destructive plan is refused.
     let refused = {

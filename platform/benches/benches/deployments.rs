@@ -426,6 +426,7 @@ fn row(index: i64, next_due: i64) -> DeploymentRow {
         risk_hints: r#"{"readOnly":false,"destructive":false,"openWorld":false}"#.to_owned(),
         enabled: true,
         run_id: format!("run_{index}"),
+        assertions: None,
         created_at: 0,
         updated_at: 0,
         next_due: Some(next_due),

@@ -63,6 +63,9 @@ pub struct DeploymentRow {
     pub enabled: bool,
     /// The installation Run.
     pub run_id: String,
+    /// The assertions (`x-assertions`, a JSON array) evaluated on every
+    /// firing; `None` when the deploy carried none.
+    pub assertions: Option<String>,
     /// First deployed, ms since the Unix epoch.
     pub created_at: i64,
     /// Last deployed, enabled or disabled, ms since the Unix epoch.
@@ -92,7 +95,7 @@ pub struct FiringRow {
 }
 
 const COLUMNS: &str = "tenant, name, language, version, subject, scopes, body, context, triggers, baseline, risk, \
-                       risk_hints, enabled, run_id, created_at, updated_at, next_due, issuer";
+                       risk_hints, enabled, run_id, created_at, updated_at, next_due, issuer, assertions";
 
 fn deployment_row(row: &AnyRow) -> Result<DeploymentRow, StoreError> {
     Ok(DeploymentRow {
@@ -114,6 +117,7 @@ fn deployment_row(row: &AnyRow) -> Result<DeploymentRow, StoreError> {
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,
         next_due: row.try_get("next_due")?,
+        assertions: row.try_get("assertions")?,
     })
 }
 
@@ -166,7 +170,7 @@ impl Store {
             .execute(&mut *transaction)
             .await?;
         sqlx::query(sqlx::AssertSqlSafe(format!(
-            "INSERT INTO deployments ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)"
+            "INSERT INTO deployments ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)"
         )))
         .bind(&row.tenant)
         .bind(&row.name)
@@ -186,6 +190,7 @@ impl Store {
         .bind(row.updated_at)
         .bind(row.next_due)
         .bind(&row.issuer)
+        .bind(&row.assertions)
         .execute(&mut *transaction)
         .await?;
         transaction.commit().await?;

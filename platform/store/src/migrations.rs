@@ -50,6 +50,7 @@ migrations![
     (15, "principal issuer", "0015_principal_issuer"),
     (16, "tenant issuers", "0016_tenant_issuers"),
     (17, "usage days", "0017_usage_days"),
+    (18, "deployment assertions", "0018_deployment_assertions"),
 ];
 
 fn migration(version: i64, description: &'static str, sql: &'static str) -> Migration {

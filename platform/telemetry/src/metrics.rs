@@ -460,6 +460,7 @@ struct Families {
     mcp_duration: HistogramVec,
     validations: IntCounterVec,
     runs: IntCounterVec,
+    assertions: IntCounterVec,
     invocation_duration: HistogramVec,
 }
 
@@ -601,6 +602,12 @@ impl Metrics {
                 "runs_total",
                 "Runs by Language and outcome status (Part II 5.7), refused Runs included.",
                 &["language", "status"],
+            )?,
+            assertions: counters(
+                &registry,
+                "assertions_total",
+                "Assertions (x-assertions) evaluated after Runs, by Language and verdict (passed, failed); firings of deployments that keep assertions included.",
+                &["language", "verdict"],
             )?,
             invocation_duration: histograms(
                 &registry,
@@ -884,6 +891,17 @@ impl Metrics {
         }
         let language = self.language(language);
         self.inner.families.runs.with_label_values(&[language.label.as_str(), status]).inc();
+    }
+
+    /// Counts the verdicts of one Run's assertions (`x-assertions`).
+    pub fn assertions(&self, language: &str, passed: usize, failed: usize) {
+        if !self.is_enabled() {
+            return;
+        }
+        let language = self.language(language);
+        let family = &self.inner.families.assertions;
+        family.with_label_values(&[language.label.as_str(), "passed"]).inc_by(passed as u64);
+        family.with_label_values(&[language.label.as_str(), "failed"]).inc_by(failed as u64);
     }
 
     /// Counts what one Run of `tenant` used (the usage counters).

@@ -59,6 +59,7 @@ async fn assertions_prove_a_run_or_catch_the_zero_row_result_that_looks_fine() {
     let mut settings = settings(Backend::Sqlite).await;
     settings.console = true;
     settings.admin_token = Some(ADMIN_TOKEN.into());
+    settings.metrics_token = Some("assertions-metrics-token".into());
     let server = server(settings).await;
     let client = client(&server.mcp_url()).await;
 
@@ -270,10 +271,44 @@ async fn assertions_prove_a_run_or_catch_the_zero_row_result_that_looks_fine() {
     let day = ok(&client, "run_automation", door_opens_at("2026-07-14T14:03:00+02:00")).await;
     assert_eq!(day["outcome"]["status"], "assertion_failed", "{day}");
     assert_eq!(verdict(&day, "light-turns-on")["message"], "the porch light must come on (expected eq 1, observed 0)");
-    let deploy =
-        request_error(&client, "run_automation", json!({"rule": rule, "mode": "deploy", "x-assertions": light})).await;
-    assert_eq!(deploy["error"]["kind"], "invalid_request", "{deploy}");
-    assert!(deploy["error"]["message"].as_str().unwrap().contains("test_run"), "{deploy}");
+
+    // A deployment keeps its assertions and evaluates them on every
+    // firing: malformed ones refuse the deploy; kept ones show in its
+    // view; a firing that breaks one is an assertion_failed Run, stored
+    // with its verdicts and counted.
+    let bad = ok(
+        &client,
+        "run_automation",
+        json!({"rule": rule, "mode": "deploy",
+        "x-assertions": [{"id": "x", "target": {"step": "nowhere", "member": "invocations"}, "check": {"eq": 1}}]}),
+    )
+    .await;
+    assert_eq!(bad["outcome"]["status"], "validation_error", "{bad}");
+    assert_eq!(bad["diagnostics"][0]["path"], "/x-assertions/0/target/step");
+    let kept = json!([
+        {"id": "lit", "target": {"step": "light-on", "member": "invocations"}, "check": {"eq": 1}},
+        {"id": "dim", "target": {"step": "light-on", "member": "input", "pointer": "/brightness"},
+         "check": {"le": 50}, "message": "the porch light stays dim at night"},
+        {"id": "decided", "target": {"step": "when", "member": "outcome"}, "check": {"eq": "success"}}
+    ]);
+    let fired = crate::console::porch_fired_keeping(&server, Some(kept.clone())).await;
+    let (status, view) =
+        crate::tenancy::admin(&server, reqwest::Method::GET, "/tenants/demo/deployments/porch-at-night", None).await;
+    assert_eq!(status, 200, "{view}");
+    assert_eq!(view["x-assertions"], kept, "{view}");
+    let record = ok(&client, "trace_automation", json!({"run_id": fired})).await;
+    assert_eq!(record["outcome"]["status"], "assertion_failed", "{record}");
+    assert_eq!((&record["x-assertions"]["passed"], &record["x-assertions"]["failed"]), (&json!(2), &json!(1)));
+    assert_eq!(verdict(&record, "dim")["observed"], 80);
+    assert_eq!(verdict(&record, "dim")["message"], "the porch light stays dim at night (expected le 50, observed 80)");
+    let metrics = crate::support::scrape(server.addr, "assertions-metrics-token").await;
+    for line in [
+        "pilotage_assertions_total{language=\"automation/1\",verdict=\"failed\"} 2",
+        "pilotage_assertions_total{language=\"automation/1\",verdict=\"passed\"} 3",
+        "pilotage_runs_total{language=\"automation/1\",status=\"assertion_failed\"} 2",
+    ] {
+        assert!(metrics.contains(line), "{line} in:\n{metrics}");
+    }
 
     client.cancel().await.unwrap();
     server.stop().await;

@@ -96,6 +96,12 @@ async fn well_formed(browser: &Browser, page: &str) {
 /// fired by the signed webhook delivery of the demo home at 22:41 in
 /// Paris. Returns the firing's run_id.
 pub(crate) async fn porch_fired(server: &pilotage_server::start::Server) -> String {
+    porch_fired_keeping(server, None).await
+}
+
+/// [`porch_fired`], the deploy carrying `assertions` (`x-assertions`),
+/// which the deployment keeps and evaluates on the firing.
+pub(crate) async fn porch_fired_keeping(server: &pilotage_server::start::Server, assertions: Option<Value>) -> String {
     let agent = client(&server.mcp_url()).await;
     let rule = json!({
         "rule": "porch-at-night",
@@ -108,7 +114,11 @@ pub(crate) async fn porch_fired(server: &pilotage_server::start::Server) -> Stri
         ],
         "actions": [{"id": "light-on", "call": "porch_light.turn_on", "with": {"brightness": 80}}]
     });
-    let deployed = ok(&agent, "run_automation", json!({"rule": rule, "mode": "deploy"})).await;
+    let mut deploy = json!({"rule": rule, "mode": "deploy"});
+    if let Some(assertions) = assertions {
+        deploy["x-assertions"] = assertions;
+    }
+    let deployed = ok(&agent, "run_automation", deploy).await;
     assert_eq!(deployed["outcome"]["ok"], true, "{deployed}");
     let night = pilotage_engine::clock::parse_rfc3339("2026-07-14T22:41:00+02:00").unwrap();
     server.platform.clock().freeze_at(night);

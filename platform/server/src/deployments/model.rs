@@ -108,6 +108,14 @@ impl Deployment {
 
     /// What the admin API and the agents' catalog show.
     pub(crate) fn view(&self) -> Value {
+        let mut view = self.view_without_assertions();
+        if let Some(kept) = self.row.assertions.as_deref().and_then(|text| serde_json::from_str::<Value>(text).ok()) {
+            view[pilotage_protocol::assertions::MEMBER] = kept;
+        }
+        view
+    }
+
+    fn view_without_assertions(&self) -> Value {
         json!({
             "name": self.row.name,
             "language": self.row.language,

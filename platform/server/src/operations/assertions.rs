@@ -21,6 +21,18 @@ use pilotage_protocol::trace::{Trace, TraceStep};
 /// The assertions of one request, read and checked.
 pub(crate) struct Assertions {
     list: Vec<Assertion>,
+    /// As the request sent them: what a deployment keeps.
+    raw: Value,
+}
+
+/// The input `equals_input` pointers are checked against when the
+/// assertions are read.
+#[derive(Clone, Copy)]
+pub(crate) enum InputAt<'a> {
+    /// The Run's own input (absent: `{}`).
+    Given(Option<&'a Value>),
+    /// Known only at each firing of a deployment: checked then.
+    Firing,
 }
 
 struct Assertion {
@@ -140,8 +152,8 @@ fn pointer_ok(pointer: &str) -> bool {
 impl Assertions {
     /// Reads `raw` (the request's `x-assertions`), checking each assertion
     /// against `plan` (its step must be one the program can run) and
-    /// `input` (an `equals_input` pointer must resolve in it). `None` when
-    /// the request carries none.
+    /// `input` (an `equals_input` pointer must resolve in it, when the
+    /// input is known). `None` when the request carries none.
     ///
     /// # Errors
     /// Every finding, as `constraint` diagnostics whose path points into
@@ -149,7 +161,7 @@ impl Assertions {
     pub(crate) fn read(
         raw: Option<&Value>,
         plan: Option<&Plan>,
-        input: Option<&Value>,
+        input: InputAt<'_>,
     ) -> Result<Option<Assertions>, Vec<Diagnostic>> {
         let Some(raw) = raw else { return Ok(None) };
         let Some(items) = raw.as_array() else {
@@ -183,7 +195,12 @@ impl Assertions {
                 Err(mut found) => findings.append(&mut found),
             }
         }
-        if findings.is_empty() { Ok(Some(Assertions { list })) } else { Err(findings) }
+        if findings.is_empty() { Ok(Some(Assertions { list, raw: raw.clone() })) } else { Err(findings) }
+    }
+
+    /// The assertions as they were sent, to keep with a deployment.
+    pub(crate) fn raw(&self) -> &Value {
+        &self.raw
     }
 
     /// Evaluates every assertion against the Run's `output` (when it
@@ -221,7 +238,7 @@ impl Assertions {
     }
 }
 
-fn read_one(at: &str, item: &Value, plan: Option<&Plan>, input: Option<&Value>) -> Result<Assertion, Vec<Diagnostic>> {
+fn read_one(at: &str, item: &Value, plan: Option<&Plan>, input: InputAt<'_>) -> Result<Assertion, Vec<Diagnostic>> {
     let Some(object) = item.as_object() else {
         return Err(vec![finding(at, "an assertion is an object".into(), "{\"id\": …, \"target\": …, \"check\": …}")]);
     };
@@ -316,7 +333,7 @@ fn read_target(at: &str, raw: Option<&Value>, plan: Option<&Plan>) -> Result<Tar
     }
 }
 
-fn read_check(at: &str, raw: Option<&Value>, input: Option<&Value>) -> Result<Check, Diagnostic> {
+fn read_check(at: &str, raw: Option<&Value>, input: InputAt<'_>) -> Result<Check, Diagnostic> {
     let hint =
         "{\"count\": {\"gt\": 0}}, {\"eq\": 3}, {\"exists\": true}, {\"equals_input\": \"/id\"}, {\"schema\": {…}}";
     let Some(object) = raw.and_then(Value::as_object).filter(|o| o.len() == 1) else {
@@ -349,7 +366,9 @@ fn read_check(at: &str, raw: Option<&Value>, input: Option<&Value>) -> Result<Ch
                 return Err(finding(&at, "equals_input is a JSON Pointer into the Run's input".into(), hint));
             };
             let empty = Value::Object(Default::default());
-            if input.unwrap_or(&empty).pointer(pointer).is_none() {
+            if let InputAt::Given(input) = input
+                && input.unwrap_or(&empty).pointer(pointer).is_none()
+            {
                 return Err(finding(
                     &at,
                     format!("the input has nothing at '{pointer}'"),
@@ -482,7 +501,7 @@ mod tests {
             {"id": "untaken", "target": {"step": "alert", "member": "outcome"}, "check": {"exists": false}},
             {"id": "ran", "target": {"step": "alert", "member": "outcome"}, "check": {"eq": "success"}, "message": "the alert must go out"}
         ]);
-        let assertions = Assertions::read(Some(&raw), None, None).unwrap().unwrap();
+        let assertions = Assertions::read(Some(&raw), None, InputAt::Given(None)).unwrap().unwrap();
         let ok = json!({"ok": true, "status": "success", "error": null});
         let steps = (1..=3).map(|n| json!({"id": format!("fetch#{n}"), "outcome": ok, "output": {"n": n}})).collect();
         let mut outcome = Outcome::success();
@@ -506,7 +525,7 @@ mod tests {
             {"id": "b", "target": {"output": ""}, "check": {"equals_input": "/missing"}},
             {"id": "c", "target": {"output": ""}, "check": {"schema": {"type": 12}}}
         ]);
-        let findings = Assertions::read(Some(&raw), None, Some(&json!({"id": 1}))).err().unwrap();
+        let findings = Assertions::read(Some(&raw), None, InputAt::Given(Some(&json!({"id": 1})))).err().unwrap();
         let paths: Vec<String> = findings.iter().map(|f| serde_json::to_value(&f.path).unwrap().to_string()).collect();
         for expected in [
             "/x-assertions/0/target/member",
@@ -519,8 +538,11 @@ mod tests {
         ] {
             assert!(paths.iter().any(|p| p.contains(expected)), "{expected} in {paths:?}");
         }
-        assert!(Assertions::read(Some(&json!({})), None, None).is_err());
-        assert!(Assertions::read(None, None, None).unwrap().is_none());
+        assert!(Assertions::read(Some(&json!({})), None, InputAt::Firing).is_err());
+        assert!(Assertions::read(None, None, InputAt::Firing).unwrap().is_none());
+        // A deployment's input is known only at each firing.
+        let later = json!([{"id": "b", "target": {"output": ""}, "check": {"equals_input": "/event/id"}}]);
+        assert!(Assertions::read(Some(&later), None, InputAt::Firing).unwrap().is_some());
     }
 
     #[test]

@@ -30,7 +30,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tracing::Instrument;
 
-use super::assertions::Assertions;
+use super::assertions::{Assertions, InputAt};
 use super::idempotency::interrupted_response;
 use super::storage_error;
 use super::validate::{failure_to_error, validated};
@@ -437,30 +437,22 @@ pub(crate) async fn execute_with(
         ));
     }
     // The request's assertions, checked against the plan and the input
-    // before anything runs (docs/assertions.md).
-    if mode.deploy && args.assertions.is_some() {
-        return Err(request_error(
-            RequestErrorKind::InvalidRequest,
-            format!(
-                "{} apply to immediate and test Runs; check a deploy's program with test_run first",
-                pilotage_protocol::assertions::MEMBER
-            ),
-        ));
-    }
-    let assertions =
-        match Assertions::read(args.assertions.as_ref(), validated.response.plan.as_ref(), args.input.as_ref()) {
-            Ok(assertions) => assertions,
-            Err(findings) => {
-                return Ok(refused(
-                    context,
-                    &language,
-                    run_id,
-                    VALIDATION_ERROR,
-                    "the assertions do not fit the program; nothing ran",
-                    Some(findings),
-                ));
-            }
-        };
+    // before anything runs (docs/assertions.md); a deploy's are kept with
+    // the deployment and checked against each firing's input.
+    let input_at = if mode.deploy { InputAt::Firing } else { InputAt::Given(args.input.as_ref()) };
+    let assertions = match Assertions::read(args.assertions.as_ref(), validated.response.plan.as_ref(), input_at) {
+        Ok(assertions) => assertions,
+        Err(findings) => {
+            return Ok(refused(
+                context,
+                &language,
+                run_id,
+                VALIDATION_ERROR,
+                "the assertions do not fit the program; nothing ran",
+                Some(findings),
+            ));
+        }
+    };
 
     // The idempotency claim comes before the policy and the quotas: a
     // retry of a request already claimed (recorded, or still running) is
@@ -872,6 +864,12 @@ async fn run(context: &Context, request: RunRequest) -> Result<ExecuteResponse, 
     let install_snapshot = mode.deploy.then(|| snapshot.clone());
     let install_validated = mode.deploy.then(|| validated.clone());
     let install_context = context_value.clone();
+    // A deploy keeps its assertions for the firings; other Runs evaluate
+    // them once they end.
+    let (kept_assertions, assertions) = match assertions {
+        Some(assertions) if mode.deploy => (Some(assertions.raw().clone()), None),
+        other => (None, other),
+    };
     // The stored record keeps the plan the caller was shown (the console's
     // Run view draws it above the trace); an Arc, not a copy.
     let record_validated = validated.clone();
@@ -955,7 +953,7 @@ async fn run(context: &Context, request: RunRequest) -> Result<ExecuteResponse, 
                     slot,
                     installation,
                     snapshot,
-                    install_context.as_ref(),
+                    super::install::Kept { context: install_context.as_ref(), assertions: kept_assertions.as_ref() },
                     validated,
                     run_id,
                 )
@@ -989,7 +987,10 @@ async fn run(context: &Context, request: RunRequest) -> Result<ExecuteResponse, 
     // Assertions read what the Run produced, at the level it is recorded,
     // and may only turn its success into `assertion_failed`.
     let report = assertions.map(|assertions| {
-        assertions.evaluate(&mut execution.outcome, &mut execution.output, &execution.trace, input.as_ref())
+        let report =
+            assertions.evaluate(&mut execution.outcome, &mut execution.output, &execution.trace, input.as_ref());
+        context.platform.engine().metrics().assertions(&slot.entry.name, report.passed, report.failed);
+        report
     });
     run_span.record("pilotage.outcome.status", execution.outcome.status.as_str());
 

@@ -13,6 +13,7 @@ use pilotage_protocol::trace::TraceLevel;
 use pilotage_store::RunRow;
 use serde_json::Value;
 
+use super::assertions::{Assertions, InputAt};
 use super::execute::{FIRING_RETENTION, Held, RunMode, RunRequest, internal, observe_outcome, run_detached};
 use super::validate::validated;
 use super::{Context, OpError, request_error};
@@ -58,9 +59,20 @@ pub(crate) async fn fire(
     let mut retry_after_ms = None;
     let refusal = if changed.is_empty() {
         let (program, validated) = validated(context, slot, &body, context_value.as_ref(), &snapshot).await?;
+        // The assertions the deployment keeps, checked against this
+        // firing's input before anything runs.
+        let assertions = match (&deployment.row.assertions, validated.response.valid) {
+            (Some(kept), true) => {
+                let raw: Value = serde_json::from_str(kept).map_err(|e| {
+                    request_error(RequestErrorKind::Internal, format!("the kept assertions are not JSON: {e}"))
+                })?;
+                Assertions::read(Some(&raw), validated.response.plan.as_ref(), InputAt::Given(Some(&input)))
+            }
+            _ => Ok(None),
+        };
         // A firing takes its turn in the execution pool like any Run; one
         // that gets no place is a refused Run, retained like the others.
-        let place = if validated.response.valid {
+        let place = if validated.response.valid && assertions.is_ok() {
             let admission = context.platform.engine().admission();
             Some(admission.admit(Pool::Execution, &context.tenant.id, slot.component.need()).await)
         } else {
@@ -84,11 +96,17 @@ pub(crate) async fn fire(
                 store: Some(true),
                 key: None,
                 control: Default::default(),
-                assertions: None,
+                assertions: assertions.ok().flatten(),
             };
             let response = run_detached(context, request, Held { place, lease: None, slot: None }).await?;
             observe_outcome(context, &language, run_id, &response.outcome.status);
             return Ok(response);
+        } else if let Err(findings) = &assertions {
+            let why: Vec<&str> = findings.iter().map(|f| f.message.as_str()).collect();
+            Outcome::failure(
+                VALIDATION_ERROR,
+                format!("the deployment's assertions do not fit this firing; nothing ran: {}", why.join("; ")),
+            )
         } else {
             Outcome::failure(
                 VALIDATION_ERROR,

@@ -108,6 +108,15 @@ pub(crate) struct Installed {
     pub next_due: Option<i64>,
 }
 
+/// What the deploy request gave that the deployment keeps for its
+/// firings.
+pub(crate) struct Kept<'a> {
+    /// The validation context.
+    pub context: Option<&'a Value>,
+    /// The assertions (`x-assertions`), evaluated on every firing.
+    pub assertions: Option<&'a Value>,
+}
+
 /// Checks and stores what a successful deploy-mode Run `run_id` installs
 /// for `context`'s caller (Part II §6.5.7).
 ///
@@ -119,7 +128,7 @@ pub(crate) async fn install(
     slot: &LanguageSlot,
     installation: Installation,
     snapshot: &CatalogSnapshot,
-    context_value: Option<&Value>,
+    kept: Kept<'_>,
     body_validated: &Validated,
     run_id: &str,
 ) -> Result<Installed, InstallError> {
@@ -181,13 +190,14 @@ pub(crate) async fn install(
         subject: principal.subject.clone(),
         scopes: serde_json::to_string(&principal.scopes).unwrap_or_else(|_| "[]".into()),
         body: installation.body,
-        context: context_value.map(Value::to_string),
+        context: kept.context.map(Value::to_string),
         triggers: serde_json::to_string(&triggers).unwrap_or_else(|_| "[]".into()),
         baseline: serde_json::to_string(&baseline).unwrap_or_else(|_| "{}".into()),
         risk: plan.max_risk.clone(),
         risk_hints: serde_json::to_string(&hints).unwrap_or_else(|_| "{}".into()),
         enabled: true,
         run_id: run_id.to_owned(),
+        assertions: kept.assertions.map(Value::to_string),
         created_at: now,
         updated_at: now,
         next_due: next,

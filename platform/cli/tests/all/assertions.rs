@@ -301,6 +301,8 @@ async fn assertions_prove_a_run_or_catch_the_zero_row_result_that_looks_fine() {
     assert_eq!((&record["x-assertions"]["passed"], &record["x-assertions"]["failed"]), (&json!(2), &json!(1)));
     assert_eq!(verdict(&record, "dim")["observed"], 80);
     assert_eq!(verdict(&record, "dim")["message"], "the porch light stays dim at night (expected le 50, observed 80)");
+    browser.goto(&format!("{base}/console/t/demo/deployments/porch-at-night")).await.unwrap();
+    shows(&browser, "#deployment-assertions", "3 checked on every firing; 1 of the 1 firings listed broke one").await;
     let metrics = crate::support::scrape(server.addr, "assertions-metrics-token").await;
     for line in [
         "pilotage_assertions_total{language=\"automation/1\",verdict=\"failed\"} 2",

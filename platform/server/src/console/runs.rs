@@ -106,6 +106,7 @@ pub(super) async fn deployment(
         Err(error) => return page.failed(&state, &error),
     };
     let mut rows = String::new();
+    let mut broken = 0;
     for firing in &firings {
         // The outcome is the Run's; a Run past its retention is gone.
         let status = match store.run_get(&firing.run_id).await {
@@ -113,6 +114,7 @@ pub(super) async fn deployment(
             Ok(None) => "no longer kept".to_owned(),
             Err(error) => return page.failed(&state, &error),
         };
+        broken += usize::from(status == pilotage_protocol::assertions::ASSERTION_FAILED);
         rows.push_str(&format!(
             "<tr class=\"firing\"><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td></tr>",
             escape(&rfc3339(firing.claimed_at)),
@@ -129,6 +131,17 @@ pub(super) async fn deployment(
             "<div class=\"scroll\"><table id=\"firings-table\"><caption>The latest {} firings</caption><thead><tr><th scope=\"col\">When</th><th scope=\"col\">Instance</th><th scope=\"col\">Outcome</th><th scope=\"col\">Run</th></tr></thead><tbody>{rows}</tbody></table></div>",
             firings.len()
         )
+    };
+    // The assertions it keeps (docs/assertions.md), and how many of the
+    // firings listed broke one.
+    let assertions = match view.get(pilotage_protocol::assertions::MEMBER).and_then(Value::as_array) {
+        Some(kept) => format!(
+            "<h2>Assertions</h2><p id=\"deployment-assertions\">{n} checked on every firing; {broken} of the {shown} firings listed broke one (status assertion_failed).</p><pre>{json}</pre>",
+            n = kept.len(),
+            shown = firings.len(),
+            json = escape(&serde_json::to_string_pretty(kept).unwrap_or_default()),
+        ),
+        None => String::new(),
     };
     // An administrator turns it off or on from here.
     let action = match page.viewer.admin() {
@@ -147,7 +160,7 @@ pub(super) async fn deployment(
     let body = format!(
         "{action}<dl class=\"facts\"><dt>Language</dt><dd>{language}</dd><dt>State</dt><dd id=\"deployment-state\">{enabled}</dd><dt>Triggers</dt><dd>{triggers}</dd><dt>Next due</dt><dd>{next}</dd>\
          <dt>Risk</dt><dd class=\"pv-risk pv-risk-{risk}\">{risk}</dd><dt>Deployed by</dt><dd>{by}</dd><dt>Installed by Run</dt><dd>{installed}</dd><dt>Version</dt><dd>{version}</dd></dl>\
-         <h2>Firings</h2>{firings_table}<p><a href=\"/console/t/{t}/runs?deployment={n}\">Every retained Run of this deployment</a></p>\
+         {assertions}<h2>Firings</h2>{firings_table}<p><a href=\"/console/t/{t}/runs?deployment={n}\">Every retained Run of this deployment</a></p>\
          <h2>Program</h2><pre>{program}</pre>",
         language = escape(&deployment.row.language),
         enabled = if deployment.row.enabled { "enabled" } else { "disabled" },

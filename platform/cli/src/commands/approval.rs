@@ -52,6 +52,9 @@ pub(crate) enum ApprovalCommand {
         tenant: String,
         /// The approval id.
         id: String,
+        /// Why, kept in the audit record (at most 500 characters).
+        #[arg(long)]
+        comment: Option<String>,
     },
     /// Reject a pending request.
     Reject {
@@ -59,6 +62,9 @@ pub(crate) enum ApprovalCommand {
         tenant: String,
         /// The approval id.
         id: String,
+        /// Why, kept in the audit record (at most 500 characters).
+        #[arg(long)]
+        comment: Option<String>,
     },
 }
 
@@ -83,22 +89,29 @@ pub(crate) async fn policy_command(args: AdminArgs<PolicyCommand>) -> Result<Exi
 pub(crate) async fn approval_command(args: AdminArgs<ApprovalCommand>) -> Result<ExitCode> {
     let client = AdminClient::new(&args.server, args.admin_token.as_deref());
     let output = Output::chosen(args.output);
-    let (method, path) = match args.command {
+    let (method, path, comment) = match args.command {
         ApprovalCommand::Ls { tenant, state } => (
             reqwest::Method::GET,
             match state {
                 Some(state) => format!("/tenants/{tenant}/approvals?state={state}"),
                 None => format!("/tenants/{tenant}/approvals"),
             },
+            None,
         ),
-        ApprovalCommand::Get { tenant, id } => (reqwest::Method::GET, format!("/tenants/{tenant}/approvals/{id}")),
-        ApprovalCommand::Approve { tenant, id } => {
-            (reqwest::Method::POST, format!("/tenants/{tenant}/approvals/{id}/approve"))
+        ApprovalCommand::Get { tenant, id } => {
+            (reqwest::Method::GET, format!("/tenants/{tenant}/approvals/{id}"), None)
         }
-        ApprovalCommand::Reject { tenant, id } => {
-            (reqwest::Method::POST, format!("/tenants/{tenant}/approvals/{id}/reject"))
+        ApprovalCommand::Approve { tenant, id, comment } => {
+            (reqwest::Method::POST, format!("/tenants/{tenant}/approvals/{id}/approve"), comment)
+        }
+        ApprovalCommand::Reject { tenant, id, comment } => {
+            (reqwest::Method::POST, format!("/tenants/{tenant}/approvals/{id}/reject"), comment)
         }
     };
-    print_value(&client.send(method, &path, None, "").await?, output)?;
+    let answer = match comment {
+        Some(comment) => client.json(method, &path, &serde_json::json!({"comment": comment})).await?,
+        None => client.send(method, &path, None, "").await?,
+    };
+    print_value(&answer, output)?;
     Ok(ExitCode::SUCCESS)
 }

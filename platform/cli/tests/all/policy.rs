@@ -163,8 +163,16 @@ async fn the_tenants_policy_holds_denies_and_budgets_runs() {
     // Another tenant's admin sees nothing of it.
     let foreign = approve_as(&id, world.token("globex", "gus", "pilotage:tenant-admin")).await.unwrap();
     assert_eq!(foreign.status(), 403);
+    // A comment longer than 500 characters, or a body that is not the
+    // decision's shape, decides nothing; a fitting one is kept.
+    let path = format!("/tenants/acme/approvals/{id}/approve");
+    let (status, long) = admin(server, reqwest::Method::POST, &path, Some(json!({"comment": "x".repeat(501)}))).await;
+    assert_eq!(status, 400, "{long}");
+    assert!(long["error"]["message"].as_str().unwrap().contains("at most 500 characters"), "{long}");
+    let (status, shaped) = admin(server, reqwest::Method::POST, &path, Some(json!({"comment": 7}))).await;
+    assert_eq!(status, 400, "{shaped}");
     let (status, approved) =
-        admin(server, reqwest::Method::POST, &format!("/tenants/acme/approvals/{id}/approve"), None).await;
+        admin(server, reqwest::Method::POST, &path, Some(json!({"comment": "checked with the data owner"}))).await;
     assert_eq!(status, 200, "{approved}");
     assert_eq!(approved["state"], "approved");
     let (status, again) =
@@ -202,7 +210,8 @@ async fn the_tenants_policy_holds_denies_and_budgets_runs() {
     let base = format!("http://{}", server.addr);
     let pending = cli(&["approval", "ls", "acme", "--state", "pending", "--server", &base]).await;
     assert!(pending.contains(&next_id), "{pending}");
-    let rejected_by_cli = cli(&["approval", "reject", "acme", &next_id, "--server", &base]).await;
+    let rejected_by_cli =
+        cli(&["approval", "reject", "acme", &next_id, "--comment", "not on a Friday", "--server", &base]).await;
     assert!(rejected_by_cli.contains("\"rejected\""), "{rejected_by_cli}");
     let shown = cli(&["policy", "get", "acme", "--server", &base]).await;
     assert!(shown.contains("\"approve\"") && shown.contains(set["version"].as_str().unwrap()), "{shown}");
@@ -277,6 +286,17 @@ async fn the_tenants_policy_holds_denies_and_budgets_runs() {
         ["tenant.policy", "policy.deny", "approval.request", "approval.approve", "approval.reject", "approval.use"]
     {
         assert!(actions.contains(&action), "{action} missing from {actions:?}");
+    }
+    // The approvers' comments, from the admin API and the CLI, are kept.
+    let comments: Vec<String> = audit["audit"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| serde_json::from_str::<Value>(r["detail"].as_str()?).ok())
+        .filter_map(|detail| detail["comment"].as_str().map(str::to_owned))
+        .collect();
+    for comment in ["checked with the data owner", "not on a Friday"] {
+        assert!(comments.iter().any(|c| c == comment), "{comment} missing from {comments:?}");
     }
     // Each names its tenant, so the tenant's own audit views (a tenant
     // admin's, the console's) list it.

@@ -13,7 +13,7 @@ use super::api::{Admin, AdminState, ApiError, ApiResult, audit, parse_json};
 use super::tenants::{policy_json, tenant_row};
 use crate::changes::{Change, announce};
 use crate::policy::Policy;
-use crate::policy::approvals::{self, Approver, DecideError};
+use crate::policy::approvals::{self, Approver, COMMENT_MAX_CHARS, DecideError};
 use crate::tenancy::load::apply_row;
 use pilotage_store::ApprovalRow;
 
@@ -133,13 +133,22 @@ pub(super) async fn approvals_get(
     Ok(Json(approval_json(&row, now, approvals::page_url(&state.platform, &row.id))).into_response())
 }
 
+/// The body of a decision: nothing, or `{"comment": "…"}` (at most
+/// [`COMMENT_MAX_CHARS`] characters, kept in the audit record).
+#[derive(Debug, Default, Deserialize)]
+struct Decided {
+    #[serde(default)]
+    comment: String,
+}
+
 pub(super) async fn approvals_approve(
     state: State<AdminState>,
     admin: Extension<Admin>,
     path: Path<(String, String)>,
     peer: Option<Extension<ConnectInfo<std::net::SocketAddr>>>,
+    body: axum::body::Bytes,
 ) -> ApiResult {
-    decide(state, admin, path, peer, true).await
+    decide(state, admin, path, peer, &body, true).await
 }
 
 pub(super) async fn approvals_reject(
@@ -147,8 +156,9 @@ pub(super) async fn approvals_reject(
     admin: Extension<Admin>,
     path: Path<(String, String)>,
     peer: Option<Extension<ConnectInfo<std::net::SocketAddr>>>,
+    body: axum::body::Bytes,
 ) -> ApiResult {
-    decide(state, admin, path, peer, false).await
+    decide(state, admin, path, peer, &body, false).await
 }
 
 async fn decide(
@@ -156,15 +166,22 @@ async fn decide(
     Extension(admin): Extension<Admin>,
     Path((tenant, id)): Path<(String, String)>,
     peer: Option<Extension<ConnectInfo<std::net::SocketAddr>>>,
+    body: &[u8],
     approve: bool,
 ) -> ApiResult {
     admin.may(&tenant)?;
+    let decided: Decided =
+        if body.iter().all(u8::is_ascii_whitespace) { Decided::default() } else { parse_json(body)? };
+    let comment = decided.comment.trim();
+    if comment.chars().count() > COMMENT_MAX_CHARS {
+        return Err(ApiError::field("comment", format!("a comment is at most {COMMENT_MAX_CHARS} characters")));
+    }
     let approver = match &admin {
         Admin::Operator(who) => Approver { tenant: None, who: who.clone() },
         Admin::TenantAdmin { tenant, who } => Approver { tenant: Some(tenant.clone()), who: who.clone() },
     };
     let address = peer.map_or_else(|| "unknown".to_owned(), |Extension(ConnectInfo(addr))| addr.ip().to_string());
-    let row = approvals::decide(&state.platform, &tenant, &id, approve, &approver, &address, "")
+    let row = approvals::decide(&state.platform, &tenant, &id, approve, &approver, &address, comment)
         .await
         .map_err(decide_error)?;
     let now = state.platform.clock().now_ms();

@@ -22,6 +22,12 @@ fn op(summary: &str, responses: &[(&str, &str)], body: Option<Value>, parameters
     operation
 }
 
+/// `operation` with its request body optional.
+fn body_optional(mut operation: Value) -> Value {
+    operation["requestBody"]["required"] = json!(false);
+    operation
+}
+
 fn json_body(schema: &str) -> Option<Value> {
     Some(json!({"application/json": {"schema": {"$ref": format!("#/components/schemas/{schema}")}}}))
 }
@@ -71,6 +77,9 @@ pub(crate) fn document() -> Value {
                     "properties": {
                     "allow": {"type": "array", "items": {"type": "string"}, "description": "CIDRs (10.1.0.0/16, a bare address) and host names (broker.example.com, *.example.com)."},
                     "mqtt_topic_prefix": {"type": "string", "description": "Every MQTT filter of the tenant is this topic or below it."}}},
+                "Decision": {"type": "object", "properties": {
+                    "comment": {"type": "string", "maxLength": 500, "description": "Why; kept in the audit record."}
+                }},
                 "Quotas": {"type": "object", "properties": {
                     "max_concurrent_runs": {"type": "integer", "minimum": 0},
                     "requests_per_second": {"type": "integer", "minimum": 0},
@@ -194,10 +203,10 @@ pub(crate) fn document() -> Value {
                 "get": op("Get an approval request with what it is for", &with(&[("200", "the approval"), ("404", "no such approval")]), None, &["tenant", "id"])
             },
             "/tenants/{tenant}/approvals/{id}/approve": {
-                "post": op("Approve a pending request (never the asker's own)", &with(&[("200", "the approval"), ("404", "no such approval"), ("409", "not pending: decided, used or expired")]), None, &["tenant", "id"])
+                "post": body_optional(op("Approve a pending request (never the asker's own), with an optional comment kept in the audit record", &with(&[("200", "the approval"), ("400", "a comment over 500 characters, or a body of another shape"), ("404", "no such approval"), ("409", "not pending: decided, used or expired")]), json_body("Decision"), &["tenant", "id"]))
             },
             "/tenants/{tenant}/approvals/{id}/reject": {
-                "post": op("Reject a pending request (never the asker's own)", &with(&[("200", "the approval"), ("404", "no such approval"), ("409", "not pending: decided, used or expired")]), None, &["tenant", "id"])
+                "post": body_optional(op("Reject a pending request (never the asker's own), with an optional comment kept in the audit record", &with(&[("200", "the approval"), ("400", "a comment over 500 characters, or a body of another shape"), ("404", "no such approval"), ("409", "not pending: decided, used or expired")]), json_body("Decision"), &["tenant", "id"]))
             },
             "/audit": {
                 "get": op("The audit log, newest first (?limit=)", &with(&[("200", "the records")]), None, &[])
@@ -225,5 +234,18 @@ mod tests {
         ] {
             assert!(document["paths"].get(path).is_some(), "{path} is undocumented");
         }
+    }
+
+    #[test]
+    fn every_schema_reference_resolves_and_decisions_take_an_optional_comment() {
+        let document = super::document();
+        let text = document.to_string();
+        for reference in text.split("\"#/components/schemas/").skip(1) {
+            let name = reference.split('"').next().unwrap();
+            assert!(document["components"]["schemas"].get(name).is_some(), "{name} is referenced, not defined");
+        }
+        let approve = &document["paths"]["/tenants/{tenant}/approvals/{id}/approve"]["post"];
+        assert_eq!(approve["requestBody"]["required"], false);
+        assert_eq!(document["components"]["schemas"]["Decision"]["properties"]["comment"]["maxLength"], 500);
     }
 }

@@ -24,7 +24,7 @@ use serde_json::json;
 use super::session::{Viewer, page, viewer};
 use super::web::{self, escape, urlencode};
 use crate::admin::AdminState;
-use crate::policy::approvals::{Approver, DecideError, decide, state_at};
+use crate::policy::approvals::{Approver, COMMENT_MAX_CHARS, DecideError, decide, state_at};
 use pilotage_store::{ApprovalRow, Scope};
 
 /// The most pending requests listed per tenant.
@@ -182,9 +182,6 @@ pub(super) struct Decided {
     comment: String,
 }
 
-/// The longest comment kept, in characters.
-const COMMENT: usize = 500;
-
 /// `POST /console/approvals/{tenant}/{id}`: approve or reject from the
 /// inbox; back to it with what happened.
 pub(super) async fn post(
@@ -214,7 +211,7 @@ pub(super) async fn post(
         "reject" => false,
         _ => return forbidden("A decision is approve or reject."),
     };
-    let comment: String = form.comment.trim().chars().take(COMMENT).collect();
+    let comment: String = form.comment.trim().chars().take(COMMENT_MAX_CHARS).collect();
     let address = peer.map(|Extension(ConnectInfo(peer))| peer.ip().to_string()).unwrap_or_default();
     let approver = Approver { tenant: viewer.tenant.clone(), who: viewer.who.clone() };
     let said = match decide(&state.platform, &tenant, &id, approve, &approver, &address, &comment).await {

@@ -271,6 +271,10 @@ pub(crate) async fn decide(
     Ok(store.approval(tenant, id).await?.unwrap_or(row))
 }
 
+/// The longest comment an approver may give with a decision, in
+/// characters (the console's inbox, the admin API, the CLI).
+pub(crate) const COMMENT_MAX_CHARS: usize = 500;
+
 /// Who decides an approval.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Approver {

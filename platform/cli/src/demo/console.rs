@@ -50,7 +50,7 @@ pub(super) async fn fired_rule(
     n.say(
         "     This server stops when the demo ends. To look around afterwards: `cargo run -- serve \
          --console=true`, open http://127.0.0.1:8480/console and sign in with a token from \
-         `cargo run -- token mint --scope pilotage:console` (the demo tenant's reader; README, \"The console\").",
+         `cargo run -- token mint --tenant demo --scope pilotage:console` (the demo tenant's reader; README, \"The console\").",
     )?;
     let minted = pilotage_server::auth::dev::DevTokens::load(data_dir, server.mcp_url())
         .map_err(|e| e.to_string())

@@ -52,13 +52,13 @@ pub fn npm_installed(folder: &str, package: &str, what: &str) {
 }
 
 /// The Python of a virtual environment at `target/interop-py` holding the
-/// Python SDK, created and filled from `requirements.txt` when it lacks
-/// it.
+/// Python SDK (and PyYAML, for the skills' frontmatter), created and filled
+/// from `requirements.txt` when it lacks either.
 pub fn python_sdk() -> String {
     crate::support::python_venv(
         "target/interop-py",
         "tests/interop/py/requirements.txt",
-        "mcp.client.streamable_http",
+        "mcp.client.streamable_http, yaml",
         "the Python MCP SDK",
     )
 }

@@ -38,6 +38,7 @@ mod recipe_twins;
 mod resources;
 mod server_card;
 mod settings_reach;
+mod skills;
 mod sql_endpoint;
 mod sql_language;
 mod sql_reach;

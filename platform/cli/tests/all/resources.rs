@@ -54,8 +54,9 @@ async fn every_resource_equals_its_tool(client: &Client) -> Vec<String> {
     let listed = client.list_all_resources().await.unwrap();
     let mut uris = Vec::new();
     for resource in listed {
-        if resource.uri.starts_with("ui://") {
-            // An MCP Apps view mirrors no tool (mcp_apps.rs reads them).
+        if resource.uri.starts_with("ui://") || resource.uri.starts_with("skill://") {
+            // An MCP Apps view and a skill's SKILL.md mirror no tool
+            // (mcp_apps.rs and skills.rs read them).
             continue;
         }
         let text = read(client, &resource.uri).await.unwrap();
@@ -120,9 +121,10 @@ async fn resources_are_scoped_like_the_tools() {
     }
 }
 
-/// A client that records the notifications it receives.
+/// A client of the 2025-11-25 revision (session-bound subscriptions) that
+/// records the notifications it receives.
 #[derive(Clone, Default)]
-struct Recorder(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+pub(crate) struct Recorder(pub(crate) std::sync::Arc<std::sync::Mutex<Vec<String>>>);
 
 impl rmcp::ClientHandler for Recorder {
     /// `resources/subscribe` is the session-bound form, up to 2025-11-25.
@@ -141,9 +143,25 @@ impl rmcp::ClientHandler for Recorder {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[allow(deprecated)] // resources/subscribe is the session-bound form this test drives
-async fn a_new_language_is_announced_to_resource_subscribers() {
+impl Recorder {
+    /// Waits (at most 5 s) until `notification` has been heard `times`;
+    /// returns everything heard.
+    pub(crate) async fn heard(&self, notification: &str, times: usize) -> Vec<String> {
+        for _ in 0..100 {
+            let heard = self.0.lock().unwrap().clone();
+            if heard.iter().filter(|n| *n == notification).count() >= times {
+                return heard;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        panic!("{notification} not heard {times} times: {:?}", self.0.lock().unwrap())
+    }
+}
+
+/// A server with an operator token and a tenant `acme` of no Language, and
+/// a [`Recorder`] connected as `ann` of `acme`.
+pub(crate) async fn acme_recorded() -> (pilotage_server::start::Server, RunningService<RoleClient, Recorder>, Recorder)
+{
     let mut configured = settings(Backend::Sqlite).await;
     configured.admin_token = Some(crate::tenancy::ADMIN_TOKEN.to_owned());
     let data_dir = configured.data_dir.clone();
@@ -161,6 +179,13 @@ async fn a_new_language_is_announced_to_resource_subscribers() {
     let transport = rmcp::transport::StreamableHttpClientTransport::from_config(config);
     use rmcp::ServiceExt;
     let client = recorder.clone().serve(transport).await.unwrap();
+    (server, client, recorder)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(deprecated)] // resources/subscribe is the session-bound form this test drives
+async fn a_new_language_is_announced_to_resource_subscribers() {
+    let (server, client, recorder) = acme_recorded().await;
     let index = "pilotage://guides/workflow%2Fv1";
     // Before the Language arrives its index is not found; subscribing is
     // still allowed (the URI is of this surface), a foreign URI is not.

@@ -23,6 +23,7 @@
 //! - `sessions`: observing the end of MCP sessions;
 //! - `session_binding`: each session bound to its principal, and the
 //!   ceilings on open sessions per principal and per tenant;
+//! - `skills`: each Language's guides as an Agent Skill (SEP-2640);
 //! - [`observed`]: every request's server span and metrics.
 
 mod approval_wait;
@@ -37,6 +38,7 @@ pub(crate) mod schemas;
 mod server;
 pub(crate) mod session_binding;
 pub(crate) mod sessions;
+pub(crate) mod skills;
 mod tasks;
 pub(crate) mod tasks_2025;
 pub(crate) mod tools;

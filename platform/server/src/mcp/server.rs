@@ -7,10 +7,11 @@
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, CustomRequest, CustomResult, DiscoverResult, ErrorCode,
-    ExtensionCapabilities, GetTaskParams, GetTaskResult, Implementation, InitializeRequestParams, InitializeResult,
-    JsonObject, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, MetaObject, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig, SubscribeRequestParams,
-    SubscriptionFilter, UnsubscribeRequestParams,
+    ExtensionCapabilities, GetSkillRequestParams, GetSkillResult, GetTaskParams, GetTaskResult, Implementation,
+    InitializeRequestParams, InitializeResult, JsonObject, ListResourceTemplatesResult, ListResourcesResult,
+    ListSkillsResult, ListToolsResult, MetaObject, PaginatedRequestParams, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 
@@ -23,7 +24,7 @@ use super::listeners::{Audience, Listeners, MAX_SUBSCRIPTIONS, MAX_URI_BYTES, ca
 use super::resolution::ToolResolution;
 use super::tasks_2025::{self, Form2025};
 use super::tools::{self, ToolRole};
-use super::{apps, arguments, resources, tasks};
+use super::{apps, arguments, resources, skills, tasks};
 use crate::operations::{self, Caller, Context};
 use crate::tenancy::{Platform, Principal};
 use pilotage_protocol::{EXTENSION_ID, META_KEY, PILOTAGE_VERSION};
@@ -38,10 +39,13 @@ need (pilotage_catalog), validate your program, run it with the catalog_version 
 trace against your task.";
 
 /// Whether `uri` names a resource of this server's kinds: one of the
-/// Pilotage surface (`pilotage://`, Part III §8.3) or an MCP Apps view
-/// (`ui://`, SEP-1865), which may be subscribed to like any other.
+/// Pilotage surface (`pilotage://`, Part III §8.3), an MCP Apps view
+/// (`ui://`, SEP-1865) or a skill's file (`skill://pilotage/`, SEP-2640),
+/// which may be subscribed to like any other.
 fn is_resource(uri: &str) -> bool {
-    pilotage_protocol::resources::ResourceRef::parse(uri).is_some() || apps::View::parse(uri).is_some()
+    pilotage_protocol::resources::ResourceRef::parse(uri).is_some()
+        || apps::View::parse(uri).is_some()
+        || skills::is_skill_uri(uri)
 }
 
 /// The MCP server of the platform. One instance per MCP session.
@@ -135,12 +139,12 @@ impl ServerHandler for PilotageServer {
             .enable_resources_subscribe()
             .enable_extensions_with(extensions)
             .build();
-        // Long Runs as MCP tasks (`tasks`): declared beside Pilotage.
+        // Long Runs as MCP tasks (`tasks`) and the guides as skills
+        // (`skills`, without directory reads): declared beside Pilotage.
         let mut capabilities = capabilities;
-        capabilities
-            .extensions
-            .get_or_insert_with(ExtensionCapabilities::new)
-            .insert(rmcp::model::TASKS_EXTENSION_ID.to_owned(), JsonObject::new());
+        let declared = capabilities.extensions.get_or_insert_with(ExtensionCapabilities::new);
+        declared.insert(rmcp::model::TASKS_EXTENSION_ID.to_owned(), JsonObject::new());
+        declared.insert(rmcp::model::SKILLS_EXTENSION_ID.to_owned(), JsonObject::new());
         ServerConfig::new(capabilities)
             .with_server_info(
                 Implementation::new("pilotage-platform", env!("CARGO_PKG_VERSION")).with_title("Pilotage Platform"),
@@ -255,7 +259,32 @@ impl ServerHandler for PilotageServer {
     ) -> Result<ListResourcesResult, McpError> {
         let context = self.context(&context.extensions)?;
         resources::admit(&context)?;
-        Ok(ListResourcesResult::with_all_items(resources::list(&context)))
+        let mut listed = resources::list(&context);
+        listed.extend(skills::resources(&context));
+        Ok(ListResourcesResult::with_all_items(listed))
+    }
+
+    /// SEP-2640 `skills/list`: one skill per Language of the caller's
+    /// tenant, each a complete manifest of its files (`skills`).
+    async fn list_skills(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListSkillsResult, McpError> {
+        let context = self.context(&context.extensions)?;
+        resources::admit(&context)?;
+        Ok(ListSkillsResult::with_all_items(skills::list(&context)))
+    }
+
+    /// SEP-2640 `skills/get`: -32602 for a URI that is no skill's `SKILL.md`.
+    async fn get_skill(
+        &self,
+        request: GetSkillRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetSkillResult, McpError> {
+        let context = self.context(&context.extensions)?;
+        resources::admit(&context)?;
+        skills::get(&context, &request.uri).map(GetSkillResult::new)
     }
 
     async fn list_resource_templates(
@@ -274,6 +303,9 @@ impl ServerHandler for PilotageServer {
     ) -> Result<ReadResourceResponse, McpError> {
         let context = self.context(&context.extensions)?;
         resources::admit(&context)?;
+        if request.uri.starts_with(skills::PREFIX) {
+            return skills::read(&context, &request.uri).map(Into::into);
+        }
         resources::read(&context, &request.uri).map(Into::into)
     }
 

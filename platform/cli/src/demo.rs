@@ -172,6 +172,32 @@ async fn scenarios(server: &Server, out: &mut dyn Write, data_dir: &Path) -> Res
     let core = client.core_guide("workflow/v1").await?;
     n.say(&format!("   '{}' ({} bytes).", core.title, core.size_bytes))?;
     n.check("the core guide is small (at most 8 KiB)", core.size_bytes <= 8192, core.size_bytes)?;
+    // The same guide for an agent whose host does not speak Pilotage: an
+    // Agent Skill (the MCP Skills extension, docs/skills.md).
+    let skills = client.connection().skills().await?;
+    let skill = skills.iter().find(|skill| skill.frontmatter.name == "workflow-v1");
+    let skill_md = match skill {
+        Some(skill) => client.connection().read_text(&skill.uri).await?,
+        None => String::new(),
+    };
+    let verified = skill.is_some_and(|skill| match &skill.resources {
+        rmcp::model::SkillResources::Files(files) => {
+            files.iter().any(|file| file.uri == skill.uri && file.verify(skill_md.as_bytes()).is_ok())
+        }
+        _ => false,
+    });
+    if let Some(skill) = skill {
+        n.say(&format!(
+            "   For hosts that read Agent Skills it is also {} ({} skills here).",
+            skill.uri,
+            skills.len()
+        ))?;
+    }
+    n.check(
+        "the core guide is also the workflow-v1 skill's SKILL.md, byte for byte and as its digest says",
+        verified && core.body.as_deref().is_some_and(|body| skill_md.ends_with(body) && skill_md.starts_with("---\n")),
+        skills.iter().map(|skill| skill.uri.as_str()).collect::<Vec<_>>().join(", "),
+    )?;
 
     // 3. Lookup.
     n.say("\n3. Lookup: which capabilities can a workflow call?")?;

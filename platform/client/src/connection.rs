@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, ExtensionCapabilities, Implementation, JsonObject, Tool,
+    CallToolRequestParams, ClientCapabilities, ClientConfig, ExtensionCapabilities, Implementation, JsonObject,
+    ReadResourceRequestParams, ResourceContents, Skill, Tool,
 };
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -218,6 +219,34 @@ impl Connection {
     /// [`ClientError`] when the listing fails.
     pub async fn tools(&self) -> Result<Vec<Tool>, ClientError> {
         self.bounded("tools/list", self.service.list_all_tools()).await?.map_err(service_error)
+    }
+
+    /// Every skill the server lists (the MCP Skills extension, SEP-2640),
+    /// each with its complete list of files; none when the server does not
+    /// declare the extension.
+    ///
+    /// # Errors
+    /// [`ClientError`] when the listing fails.
+    pub async fn skills(&self) -> Result<Vec<Skill>, ClientError> {
+        if !self.service.peer_info().is_some_and(|info| info.capabilities.supports_skills()) {
+            return Ok(Vec::new());
+        }
+        self.bounded("skills/list", self.service.list_all_skills()).await?.map_err(service_error)
+    }
+
+    /// The text of the resource `uri` (its first content; a binary one
+    /// reads as empty).
+    ///
+    /// # Errors
+    /// [`ClientError::Carrier`] when the server refuses the read (an
+    /// unknown resource), and transport failures.
+    pub async fn read_text(&self, uri: &str) -> Result<String, ClientError> {
+        let read = self.service.read_resource(ReadResourceRequestParams::new(uri));
+        let result = self.bounded("resources/read", read).await?.map_err(service_error)?;
+        Ok(match result.contents.into_iter().next() {
+            Some(ResourceContents::TextResourceContents { text, .. }) => text,
+            _ => String::new(),
+        })
     }
 
     /// Sets how long one request may wait for its answer (default

@@ -63,6 +63,8 @@ async fn demo_passes(backend: Backend) {
         "the misspelt filter runs successfully and returns no rows",
         "the same Run with assertions ends assertion_failed, has-rows observed 0",
         "spelled right, both assertions hold and the Run succeeds",
+        // The guides as Agent Skills (issue 49 item 2).
+        "the core guide is also the workflow-v1 skill's SKILL.md",
     ] {
         assert!(report.passed.iter().any(|passed| passed.contains(check)), "never passed '{check}':\n{text}");
     }

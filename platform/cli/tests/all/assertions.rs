@@ -315,3 +315,72 @@ async fn assertions_prove_a_run_or_catch_the_zero_row_result_that_looks_fine() {
     client.cancel().await.unwrap();
     server.stop().await;
 }
+
+/// An agent may check its assertions with `validate` before it runs
+/// anything (docs/assertions.md, "At validation"): the result's
+/// `x-assertions` says whether they fit the plan, with the same
+/// diagnostics an execute would refuse with, and leaves the program's own
+/// `valid` alone; without them the answer is as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn validate_checks_assertions_against_the_plan_before_anything_runs() {
+    let server = server(settings(Backend::Sqlite).await).await;
+    let client = client(&server.mcp_url()).await;
+    let validate = |extra: Value| {
+        let mut args = json!({"workflow": orders_program()});
+        if let Value::Object(extra) = extra {
+            args.as_object_mut().unwrap().extend(extra);
+        }
+        args
+    };
+
+    // They fit: every step is one the plan can run; `equals_input` waits
+    // for the Run's input.
+    let fits = ok(&client, "validate_workflow", validate(json!({"x-assertions": orders_assertions()}))).await;
+    assert_eq!(fits["valid"], true, "{fits}");
+    assert!(fits["plan"].is_object(), "{fits}");
+    assert_eq!(fits["x-assertions"], json!({"checked": 6, "fit": true, "diagnostics": []}), "{fits}");
+    // The same validation without assertions: no member, the rest equal.
+    let plain = ok(&client, "validate_workflow", validate(json!({}))).await;
+    assert!(plain.get("x-assertions").is_none(), "{plain}");
+    let mut without = fits.clone();
+    without.as_object_mut().unwrap().remove("x-assertions");
+    assert_eq!(without, plain, "the program's validation is unchanged");
+
+    // They do not fit: the diagnostics execute would refuse with.
+    let nope = json!([{"id": "a", "target": {"output": "/name"}, "check": {"exists": true}},
+                      {"id": "a", "target": {"output": "/name"}, "check": {"exists": true}},
+                      {"id": "b", "target": {"step": "nope", "member": "invocations"}, "check": {"eq": 1}}]);
+    let unfit = ok(&client, "validate_workflow", validate(json!({"x-assertions": nope.clone()}))).await;
+    assert_eq!(unfit["valid"], true, "the program itself is valid: {unfit}");
+    let checked = &unfit["x-assertions"];
+    assert_eq!((checked["checked"].clone(), checked["fit"].clone()), (json!(3), json!(false)), "{unfit}");
+    let paths: Vec<&str> =
+        checked["diagnostics"].as_array().unwrap().iter().map(|d| d["path"].as_str().unwrap()).collect();
+    assert_eq!(paths, ["/x-assertions/1/id", "/x-assertions/2/target/step"], "{unfit}");
+    assert_eq!(checked["diagnostics"][1]["hint"], "the plan's steps: profile, orders, tier, gold, plain, each, look");
+    let refused = ok(
+        &client,
+        "run_workflow",
+        json!({"workflow": orders_program(), "input": {"userId": "42"}, "x-assertions": nope}),
+    )
+    .await;
+    assert_eq!(refused["outcome"]["status"], "validation_error", "{refused}");
+    assert_eq!(refused["diagnostics"], checked["diagnostics"], "validate and execute find the same");
+
+    // Not a list, and an invalid program (no plan: only their shape is read).
+    let shape = ok(&client, "validate_workflow", validate(json!({"x-assertions": {"id": "a"}}))).await;
+    assert_eq!(shape["x-assertions"]["checked"], 0, "{shape}");
+    assert_eq!(shape["x-assertions"]["diagnostics"][0]["path"], "/x-assertions", "{shape}");
+    let typo = json!({"steps": [{"id": "p", "kind": "call", "capability": "cap_read_user_profil"}]});
+    let invalid = ok(
+        &client,
+        "validate_workflow",
+        json!({"workflow": typo, "x-assertions": [{"id": "b", "target": {"step": "p", "member": "outcome"},
+                                                   "check": {"eq": "success"}}]}),
+    )
+    .await;
+    assert_eq!(invalid["valid"], false, "{invalid}");
+    assert_eq!(invalid["x-assertions"], json!({"checked": 1, "fit": true, "diagnostics": []}), "{invalid}");
+    let _ = client.cancel().await;
+    server.stop().await;
+}

@@ -431,9 +431,19 @@ impl ServerHandler for PilotageServer {
             ToolRole::Catalog => operations::lookup::catalog(&context, &args),
             ToolRole::Validate(slot) => {
                 return match operations::validate::validate(&context, &slot, &args).await {
-                    Ok(validated) => {
-                        let (value, text) = validated.rendered();
-                        Ok(structured_with_text(value.clone(), text.clone()).into())
+                    Ok(answer) => {
+                        let (value, text) = answer.validated.rendered();
+                        match answer.assertions {
+                            None => Ok(structured_with_text(value.clone(), text.clone()).into()),
+                            // Only a request with assertions pays for a copy
+                            // of the kept answer.
+                            Some(member) => {
+                                let mut value = value.clone();
+                                value[pilotage_protocol::assertions::MEMBER] = member;
+                                let text = value.to_string();
+                                Ok(structured_with_text(value, text).into())
+                            }
+                        }
                     }
                     Err(error) => envelope(Err(error)).map(Into::into),
                 };

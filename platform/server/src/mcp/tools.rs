@@ -119,7 +119,8 @@ fn validate_input(slot: &LanguageSlot) -> Value {
     let argument = &slot.description().program_argument;
     json!({"type": "object", "properties": {
         argument: program_schema(slot),
-        "context": {"description": "Validation context; only for Languages that declare a context_schema."}
+        "context": {"description": "Validation context; only for Languages that declare a context_schema."},
+        pilotage_protocol::assertions::MEMBER: {"description": "Optional: the assertions you mean to send with the execute (docs/assertions.md), checked against this program's plan as the execute would check them; the result's x-assertions says whether they fit ({\"checked\", \"fit\", \"diagnostics\"}), the program's own valid and diagnostics are unchanged."}
     }, "required": [argument]})
 }
 

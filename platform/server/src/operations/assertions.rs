@@ -31,8 +31,9 @@ pub(crate) struct Assertions {
 pub(crate) enum InputAt<'a> {
     /// The Run's own input (absent: `{}`).
     Given(Option<&'a Value>),
-    /// Known only at each firing of a deployment: checked then.
-    Firing,
+    /// Not known yet: a deployment's (each firing's input, checked then)
+    /// or a validate's (the Run's, checked when it comes).
+    Later,
 }
 
 struct Assertion {
@@ -538,11 +539,11 @@ mod tests {
         ] {
             assert!(paths.iter().any(|p| p.contains(expected)), "{expected} in {paths:?}");
         }
-        assert!(Assertions::read(Some(&json!({})), None, InputAt::Firing).is_err());
-        assert!(Assertions::read(None, None, InputAt::Firing).unwrap().is_none());
+        assert!(Assertions::read(Some(&json!({})), None, InputAt::Later).is_err());
+        assert!(Assertions::read(None, None, InputAt::Later).unwrap().is_none());
         // A deployment's input is known only at each firing.
         let later = json!([{"id": "b", "target": {"output": ""}, "check": {"equals_input": "/event/id"}}]);
-        assert!(Assertions::read(Some(&later), None, InputAt::Firing).unwrap().is_some());
+        assert!(Assertions::read(Some(&later), None, InputAt::Later).unwrap().is_some());
     }
 
     #[test]

@@ -439,7 +439,7 @@ pub(crate) async fn execute_with(
     // The request's assertions, checked against the plan and the input
     // before anything runs (docs/assertions.md); a deploy's are kept with
     // the deployment and checked against each firing's input.
-    let input_at = if mode.deploy { InputAt::Firing } else { InputAt::Given(args.input.as_ref()) };
+    let input_at = if mode.deploy { InputAt::Later } else { InputAt::Given(args.input.as_ref()) };
     let assertions = match Assertions::read(args.assertions.as_ref(), validated.response.plan.as_ref(), input_at) {
         Ok(assertions) => assertions,
         Err(findings) => {

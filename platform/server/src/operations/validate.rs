@@ -5,15 +5,18 @@
 
 use std::sync::Arc;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use tracing::Instrument;
 
+use super::assertions::{Assertions, InputAt};
 use super::context::CAPACITY_RETRY_MS;
 use super::{Context, OpError, request_error};
 use crate::tenancy::{LanguageSlot, ValidationCache};
 use pilotage_engine::admission::Pool;
 use pilotage_engine::catalog::CatalogSnapshot;
 use pilotage_engine::validation::{self, Program, Validated, ValidationFailure};
+use pilotage_protocol::assertions::MEMBER;
+use pilotage_protocol::plan::Plan;
 use pilotage_protocol::request_error::{RequestError, RequestErrorKind};
 use pilotage_telemetry::metrics::ValidationResult;
 
@@ -153,8 +156,18 @@ pub(crate) fn failure_to_error(failure: ValidationFailure) -> OpError {
     }
 }
 
-/// Serves a validate loop tool: the result, whose `response` is the
-/// tool's `structuredContent` ([`Validated::rendered`] has it serialized).
+/// What a validate tool answers: the validation (perhaps the cache's), and
+/// when the request carried `x-assertions`, the member that says whether
+/// they fit the program.
+pub(crate) struct ValidateAnswer {
+    /// The validation; its `response` is the tool's `structuredContent`
+    /// ([`Validated::rendered`] has it serialized).
+    pub(crate) validated: Arc<Validated>,
+    /// The result's `x-assertions` member ([`assertions_checked`]).
+    pub(crate) assertions: Option<Value>,
+}
+
+/// Serves a validate loop tool.
 ///
 /// # Errors
 /// As [`validated`], plus a structural fault without the program.
@@ -162,9 +175,29 @@ pub(crate) async fn validate(
     context: &Context,
     slot: &Arc<LanguageSlot>,
     args: &Value,
-) -> Result<Arc<Validated>, OpError> {
+) -> Result<ValidateAnswer, OpError> {
     let program = program_argument(slot, args)?;
     let snapshot = context.tenant.snapshot(&context.caller.principal, &slot.entry.name);
     pilotage_telemetry::spans::record_catalog_version(snapshot.catalog_version());
-    validation_of(context, slot, program, args.get("context"), &snapshot).await
+    let validated = validation_of(context, slot, program, args.get("context"), &snapshot).await?;
+    let assertions = args.get(MEMBER).map(|raw| assertions_checked(raw, validated.response.plan.as_ref()));
+    Ok(ValidateAnswer { validated, assertions })
+}
+
+/// The validate result's `x-assertions` member (docs/assertions.md, "At
+/// validation"): `{"checked", "fit", "diagnostics"}`, the assertions read
+/// as an execute reads them, against this validation's plan (none when
+/// the program is invalid: their steps are then not checked). The input is
+/// not known yet, so `equals_input` pointers are checked when the Run
+/// comes. The program's own `valid` and `diagnostics` are left as they are.
+fn assertions_checked(raw: &Value, plan: Option<&Plan>) -> Value {
+    let diagnostics = match Assertions::read(Some(raw), plan, InputAt::Later) {
+        Ok(_) => Vec::new(),
+        Err(findings) => findings,
+    };
+    json!({
+        "checked": raw.as_array().map_or(0, Vec::len),
+        "fit": diagnostics.is_empty(),
+        "diagnostics": diagnostics,
+    })
 }

@@ -112,6 +112,14 @@ pub(crate) enum TenantCommand {
         /// valid proof.
         #[arg(long)]
         dpop: bool,
+        /// The claim naming the person's groups or roles (`groups`,
+        /// `roles`), read through `--role`.
+        #[arg(long)]
+        roles_claim: Option<String>,
+        /// `ROLE=SCOPE[,SCOPE…]`: the scopes a value of the roles claim
+        /// grants (repeatable), within what the issuer may grant.
+        #[arg(long = "role", value_parser = role_scopes)]
+        roles: Vec<(String, Vec<String>)>,
     },
     /// Stop trusting an identity provider for a tenant.
     Distrust {
@@ -546,6 +554,8 @@ pub(crate) async fn tenant_command(args: AdminArgs<TenantCommand>) -> Result<Exi
             scopes,
             access_token_type,
             dpop,
+            roles_claim,
+            roles,
         } => {
             let mut entry = serde_json::json!({"issuer": issuer, "jwks_url": jwks_url});
             if !algorithms.is_empty() {
@@ -569,6 +579,13 @@ pub(crate) async fn tenant_command(args: AdminArgs<TenantCommand>) -> Result<Exi
             }
             if dpop {
                 entry["dpop"] = Value::Bool(true);
+            }
+            if let Some(claim) = roles_claim {
+                entry["roles_claim"] = Value::String(claim);
+            }
+            if !roles.is_empty() {
+                entry["role_scopes"] =
+                    roles.into_iter().map(|(role, scopes)| (role, serde_json::json!(scopes))).collect();
             }
             let mut issuers = tenant_issuers(&client, &id).await?;
             issuers.retain(|held| held["issuer"].as_str() != Some(issuer.as_str()));
@@ -642,6 +659,20 @@ async fn tenant_member(client: &AdminClient, tenant: &str, member: &str) -> Resu
 }
 
 /// The issuers `tenant` trusts, as the admin API shows them.
+/// Parses `ROLE=SCOPE[,SCOPE…]` (`tenant trust --role`).
+///
+/// # Errors
+/// A sentence naming the expected form when there is no `=`, no role or
+/// no scope.
+fn role_scopes(text: &str) -> std::result::Result<(String, Vec<String>), String> {
+    let (role, scopes) = text.split_once('=').ok_or_else(|| format!("'{text}' is not ROLE=SCOPE[,SCOPE…]"))?;
+    let scopes: Vec<String> = scopes.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect();
+    if role.trim().is_empty() || scopes.is_empty() {
+        return Err(format!("'{text}' is not ROLE=SCOPE[,SCOPE…]: name a role and at least one scope"));
+    }
+    Ok((role.trim().to_owned(), scopes))
+}
+
 async fn tenant_issuers(client: &AdminClient, tenant: &str) -> Result<Vec<Value>> {
     let shown = client.send(reqwest::Method::GET, &format!("/tenants/{tenant}"), None, "").await?;
     Ok(shown["issuers"].as_array().cloned().unwrap_or_default())

@@ -114,6 +114,10 @@ fn the_chart_settings_file_is_one_the_server_accepts() {
         (&["acme".to_owned()][..], Some("api://pilotage-acme"))
     );
     assert_eq!(customer.scopes.as_deref(), Some(&["pilotage:mcp".to_owned(), "pilotage:approve".to_owned()][..]));
+    // Its app roles reached the file as the scopes they grant.
+    assert_eq!(customer.roles_claim.as_deref(), Some("roles"));
+    assert_eq!(customer.role_scopes.get("Pilotage.Approvers"), Some(&vec!["pilotage:approve".to_owned()]));
+    assert_eq!(customer.role_scopes.len(), 2);
     assert!(!customer.is_operators() && production.auth.issuers[0].is_operators());
     // The production values' policy of tenant acme reached the file as
     // `[policies.acme]` and reads as the server's policy.

@@ -393,15 +393,30 @@ async fn a_tenants_own_issuer_is_stored_audited_and_trusted_on_every_replica() {
 
     // The operator trusts it for the demo tenant through the CLI, on
     // replica A: stored, audited, and in force on replica B too.
-    let trusted = std::process::Command::new(env!("CARGO_BIN_EXE_pilotage"))
-        .args(["tenant", "trust", "demo", "--issuer", CUSTOMER, "--jwks-url", &customer_jwks.url])
-        .args(["--algorithm", "ES256", "--server", &format!("http://{}", a.addr), "--admin-token", FLEET_TOKEN])
-        .output()
-        .unwrap();
+    // Its `groups` claim maps onto the platform's scopes; a malformed
+    // mapping is refused by the CLI before anything is sent.
+    let trust = |roles: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_pilotage"))
+            .args(["tenant", "trust", "demo", "--issuer", CUSTOMER, "--jwks-url", &customer_jwks.url])
+            .args(["--roles-claim", "groups"])
+            .args(roles.iter().flat_map(|role| ["--role", role]))
+            .args(["--algorithm", "ES256", "--server", &format!("http://{}", a.addr), "--admin-token", FLEET_TOKEN])
+            .output()
+            .unwrap()
+    };
+    let malformed = trust(&["agents"]);
+    assert_eq!(malformed.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&malformed.stderr).contains("is not ROLE=SCOPE"), "{malformed:?}");
+    let trusted = trust(&["agents=pilotage:mcp", "ops=pilotage:admin,pilotage:tenant-admin"]);
     assert!(trusted.status.success(), "{}", String::from_utf8_lossy(&trusted.stderr));
     let (status, shown) = admin_at(a.addr, reqwest::Method::GET, "/tenants/demo", None).await;
     assert_eq!(status, 200);
     assert_eq!(shown["issuers"][0]["issuer"], CUSTOMER, "{shown}");
+    assert_eq!(
+        shown["issuers"][0]["role_scopes"],
+        json!({"agents": ["pilotage:mcp"], "ops": ["pilotage:admin", "pilotage:tenant-admin"]}),
+        "{shown}"
+    );
     let (status, challenge) = until_status(&mcp_b, &customers, 200).await;
     assert_eq!(status, 200, "the other replica trusts the stored issuer: {challenge}");
     assert_eq!(initialize_at(&mcp_a, Some(&customers)).await.0, 200);
@@ -418,6 +433,27 @@ async fn a_tenants_own_issuer_is_stored_audited_and_trusted_on_every_replica() {
         .await
         .unwrap();
     assert_eq!(listed.status(), 403);
+    // A person's groups grant scopes: an agent in `agents` with no scope of
+    // its own connects; one in no mapped group steps up; `ops` makes a
+    // tenant admin of the demo tenant, never an operator.
+    let in_group = |groups: Value, aud: String| claims(json!({"scope": "openid", "groups": groups, "aud": aud}));
+    assert_eq!(initialize_at(&mcp_b, Some(&in_group(json!(["agents"]), mcp()))).await.0, 200);
+    let (status, challenge) = initialize_at(&mcp_b, Some(&in_group(json!("visitors"), mcp()))).await;
+    assert_eq!(status, 403);
+    assert!(challenge.contains("insufficient_scope"), "{challenge}");
+    let ops = in_group(json!(["ops"]), format!("{PUBLIC_URL}/admin/v1"));
+    for (method, path, expected) in
+        [(reqwest::Method::GET, "/tenants/demo", 200), (reqwest::Method::POST, "/tenants", 403)]
+    {
+        let answer = reqwest::Client::new()
+            .request(method, format!("http://{}/admin/v1{path}", b.addr))
+            .bearer_auth(&ops)
+            .json(&json!({"id": "made-by-a-group"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), expected, "{path}");
+    }
     let (_, audit) = admin_at(a.addr, reqwest::Method::GET, "/audit", None).await;
     let recorded =
         audit["audit"].as_array().unwrap().iter().any(|row| {

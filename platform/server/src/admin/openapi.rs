@@ -71,7 +71,10 @@ pub(crate) fn document() -> Value {
                     "admin_audience": {"type": "string"},
                     "scopes": {"type": "array", "items": {"type": "string"}},
                     "access_token_type": {"type": "boolean", "description": "Require typ at+jwt (RFC 9068)."},
-                    "dpop": {"type": "boolean", "description": "It issues DPoP-bound tokens (RFC 9449): accepted with a valid proof."}}},
+                    "dpop": {"type": "boolean", "description": "It issues DPoP-bound tokens (RFC 9449): accepted with a valid proof."},
+                    "roles_claim": {"type": "string", "description": "The claim naming the person's groups or roles (groups, roles)."},
+                    "role_scopes": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}},
+                        "description": "The scopes each value of roles_claim grants, within what the issuer may grant."}}},
                 "Egress": {"type": "object", "additionalProperties": false,
                     "description": "Where the tenant may make the platform connect (operator only). Without rules: public addresses only (unless the server's egress.allow_private).",
                     "properties": {

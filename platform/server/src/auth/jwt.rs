@@ -340,10 +340,12 @@ impl JwtVerifier {
     }
 }
 
-/// Cuts `claims`' scopes to what `issuer` may grant: its `scopes` when
-/// listed, and never `pilotage:admin` from an issuer tied to tenants.
+/// The token's scopes and those its roles grant (`role_scopes`), cut to
+/// what `issuer` may grant: its `scopes` when listed, and never
+/// `pilotage:admin` from an issuer tied to tenants.
 fn limit_scopes(claims: &mut Claims, issuer: &IssuerConfig) {
-    let held = claims.scopes();
+    let mut held = claims.scopes();
+    held.extend(issuer.role_granted(&claims.other));
     let kept: Vec<String> = held
         .into_iter()
         .filter(|scope| issuer.scopes.as_ref().is_none_or(|allowed| allowed.contains(scope)))
@@ -362,6 +364,45 @@ mod tests {
 
     fn claims(scope: &str) -> Claims {
         Claims { scope: Some(scope.to_owned()), ..Claims::default() }
+    }
+
+    #[test]
+    fn roles_grant_scopes_within_what_the_issuer_may_grant() {
+        let mut tied = IssuerConfig::new("https://idp.test", "https://idp.test/jwks");
+        tied.tenants = vec!["acme".into()];
+        tied.roles_claim = Some("groups".into());
+        tied.role_scopes.insert("ops".into(), vec!["pilotage:admin".into(), "pilotage:tenant-admin".into()]);
+        tied.role_scopes.insert("readers".into(), vec!["pilotage:console".into()]);
+        let with = |groups: serde_json::Value| {
+            let mut claims = Claims { scope: Some("openid".into()), ..Claims::default() };
+            claims.other.insert("groups".into(), groups);
+            claims
+        };
+        let mut held = with(serde_json::json!(["ops", "unmapped"]));
+        limit_scopes(&mut held, &tied);
+        assert_eq!(held.scopes().into_iter().collect::<Vec<_>>(), ["openid", "pilotage:tenant-admin"]);
+        let mut held = with(serde_json::json!("readers"));
+        limit_scopes(&mut held, &tied);
+        assert_eq!(held.scopes().into_iter().collect::<Vec<_>>(), ["openid", "pilotage:console"]);
+        let mut held = with(serde_json::json!(7));
+        limit_scopes(&mut held, &tied);
+        assert_eq!(held.scopes().into_iter().collect::<Vec<_>>(), ["openid"]);
+        // The operator's own issuer may map a group to pilotage:admin;
+        // a listed `scopes` still cuts what roles grant.
+        let mut operators = tied.clone();
+        operators.tenants.clear();
+        let mut held = with(serde_json::json!(["ops"]));
+        limit_scopes(&mut held, &operators);
+        assert!(held.scopes().contains(ADMIN_SCOPE));
+        operators.scopes = Some(vec!["pilotage:tenant-admin".into()]);
+        let mut held = with(serde_json::json!(["ops", "readers"]));
+        limit_scopes(&mut held, &operators);
+        assert_eq!(held.scopes().into_iter().collect::<Vec<_>>(), ["pilotage:tenant-admin"]);
+        // Without a roles claim, nothing is read.
+        operators.roles_claim = None;
+        let mut held = with(serde_json::json!(["ops"]));
+        limit_scopes(&mut held, &operators);
+        assert!(held.scopes().is_empty());
     }
 
     #[test]

@@ -59,6 +59,19 @@ pub struct IssuerConfig {
     /// marked so is refused.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub dpop: bool,
+    /// The claim in which its tokens name the person's groups or roles
+    /// (`groups` for Okta and Keycloak, `roles` for Entra ID app roles): a
+    /// string or an array of strings, read through `role_scopes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub roles_claim: Option<String>,
+    /// The scopes each value of `roles_claim` grants, e.g.
+    /// `{"pilotage-operators": ["pilotage:admin"], "auditors":
+    /// ["pilotage:console"]}`: added to the token's own scopes before
+    /// `scopes` cuts them, so a provider's groups map onto operator, tenant
+    /// admin, reader and approver rights without custom scopes, and an
+    /// issuer tied to tenants still never grants `pilotage:admin`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub role_scopes: BTreeMap<String, Vec<String>>,
 }
 
 impl IssuerConfig {
@@ -77,12 +90,26 @@ impl IssuerConfig {
             scopes: None,
             access_token_type: false,
             dpop: false,
+            roles_claim: None,
+            role_scopes: BTreeMap::new(),
         }
     }
 
     /// Whether it is the operator's own issuer (tied to no tenant).
     pub fn is_operators(&self) -> bool {
         self.tenants.is_empty()
+    }
+
+    /// The scopes `claims`' roles grant through `role_scopes` (none
+    /// without `roles_claim`).
+    pub fn role_granted(&self, claims: &serde_json::Map<String, serde_json::Value>) -> Vec<String> {
+        let Some(claim) = &self.roles_claim else { return Vec::new() };
+        let roles: Vec<&str> = match claims.get(claim) {
+            Some(serde_json::Value::String(one)) => vec![one.as_str()],
+            Some(serde_json::Value::Array(list)) => list.iter().filter_map(serde_json::Value::as_str).collect(),
+            _ => Vec::new(),
+        };
+        roles.into_iter().filter_map(|role| self.role_scopes.get(role)).flatten().cloned().collect()
     }
 
     /// Whether its tokens may act in `tenant`.

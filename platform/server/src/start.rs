@@ -403,7 +403,9 @@ async fn serve(
             component_bytes: settings.max_component_bytes,
         },
         throttle: Arc::new(crate::admin::SignInThrottle::new(settings.trusted_proxies()?)),
-        console_sign_in: settings.console_sign_in.clone().map(Arc::new),
+        // Its routes are the console's: without the console, no sign-in
+        // through it is offered anywhere (the approval page included).
+        console_sign_in: settings.console.then(|| settings.console_sign_in.clone()).flatten().map(Arc::new),
     };
     // MCP sessions close only after the tool calls in flight have answered
     // (or the grace period is over): closing them at once would drop the

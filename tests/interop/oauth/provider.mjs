@@ -66,6 +66,11 @@ const provider = new Provider(issuer, {
     },
   },
   clientDefaults: { grant_types: ['authorization_code', 'refresh_token'], id_token_signed_response_alg: 'RS256' },
+  // The groups a person is in, as a company's provider keeps them: an
+  // account whose login starts with `approver` is in `demo-approvers`
+  // (the platform maps it onto pilotage:approve where it is told to).
+  extraTokenClaims: async (_ctx, token) =>
+    (token.accountId ?? '').startsWith('approver') ? { groups: ['staff', 'demo-approvers'] } : { groups: ['staff'] },
   // Refresh tokens for public clients too (the MCP SDKs are public clients).
   issueRefreshToken: async (_ctx, client) => client.grantTypeAllowed('refresh_token'),
 });

@@ -522,6 +522,18 @@ impl OpenIdProvider {
     /// A server's settings trusting this provider as the demo tenant's
     /// (its tokens name no tenant), requiring `typ` at+jwt when
     /// `access_token_type`.
+    /// The console's (and the approval page's) sign-in through it, as
+    /// its client `pilotage-console`.
+    fn console_sign_in(&self) -> pilotage_server::auth::ConsoleSignIn {
+        pilotage_server::auth::ConsoleSignIn {
+            issuer: self.issuer.clone(),
+            client_id: "pilotage-console".into(),
+            client_secret: None,
+            scopes: vec!["openid".into(), "pilotage:console".into()],
+            label: Some("Sign in with the demo company's account".into()),
+        }
+    }
+
     async fn trusted_for_demo(&self, access_token_type: bool) -> pilotage_server::settings::Settings {
         let mut settings = settings(Backend::Sqlite).await;
         settings.auth.mode = AuthMode::Jwt;
@@ -728,13 +740,7 @@ async fn a_reader_signs_in_to_the_console_through_the_openid_provider_in_a_brows
     // The people it signs in read the demo tenant's pages.
     let mut settings = provider.trusted_for_demo(false).await;
     settings.console = true;
-    settings.console_sign_in = Some(pilotage_server::auth::ConsoleSignIn {
-        issuer: provider.issuer.clone(),
-        client_id: "pilotage-console".into(),
-        client_secret: None,
-        scopes: vec!["openid".into(), "pilotage:console".into()],
-        label: Some("Sign in with the demo company's account".into()),
-    });
+    settings.console_sign_in = Some(provider.console_sign_in());
     let server = server(settings).await;
     let base = format!("http://{}", server.addr);
     let browser = Browser::start().await.expect("headless Chromium (Debian's chromium and chromium-driver)");
@@ -774,6 +780,94 @@ async fn a_reader_signs_in_to_the_console_through_the_openid_provider_in_a_brows
     assert!(forged.headers().get("set-cookie").is_none());
     assert!(forged.text().await.unwrap().contains("was not started here"));
     browser.close().await.unwrap();
+    server.stop().await;
+}
+
+/// A person signs in on the approval page itself through the same
+/// provider: the provider's group `demo-approvers` is mapped onto
+/// `pilotage:approve` (`role_scopes`), so one in it comes back to the page
+/// able to decide, and one outside it is told why not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approver_signs_in_on_the_approval_page_through_the_openid_provider() {
+    use pilotage_test_support::browser::Browser;
+    const AGENTS: &str = "https://agents.operator.test";
+    let provider = OpenIdProvider::start().await;
+    let mut settings = provider.trusted_for_demo(false).await;
+    settings.auth.issuers[0].roles_claim = Some("groups".into());
+    settings.auth.issuers[0].role_scopes.insert("demo-approvers".into(), vec!["pilotage:approve".into()]);
+    // The agent that asks: a token of the operator's own issuer.
+    let agent_key = ec_key("agent-1");
+    let agent_jwks = jwks(vec![agent_key.jwk.clone()]).await;
+    settings
+        .auth
+        .issuers
+        .push(IssuerConfig { algorithms: vec!["ES256".into()], ..IssuerConfig::new(AGENTS, &agent_jwks.url) });
+    settings.console = true;
+    settings.console_sign_in = Some(provider.console_sign_in());
+    settings.admin_token = Some(ADMIN_TOKEN.into());
+    let server = server(settings).await;
+    let base = format!("http://{}", server.addr);
+    let policy = json!({"rules": [{"risk": "destructive", "decision": "approve"}]});
+    let (status, body) = admin(&server, reqwest::Method::PUT, "/tenants/demo/policy", Some(policy)).await;
+    assert_eq!(status, 200, "{body}");
+    let agent = sign(
+        &agent_key,
+        &json!({"iss": AGENTS, "aud": format!("{base}/mcp"), "sub": "agent-7", "tenant": "demo",
+                "scope": "pilotage:mcp", "iat": now(), "nbf": now() - 5, "exp": now() + 600}),
+    );
+    let connection = Connection::http(&server.mcp_url(), Some(&agent)).await.expect("the agent connects");
+    // A destructive plan: the demo tenant's policy holds it for a person.
+    let program = json!({"steps": [{"id": "cancel", "kind": "call", "capability": "cap_cancel_order",
+                                     "with": {"order_id": "A-1001"}}]});
+    let held = match connection.call("run_workflow", json!({"workflow": program, "store": false})).await.unwrap() {
+        pilotage_client::Reply::Result(held) => held,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(held["outcome"]["status"], "approval_required", "{held}");
+    let id = held["approval"]["id"].as_str().unwrap().to_owned();
+    let page = format!("{base}/approvals/{id}");
+
+    // Each person in a browser of their own (the provider keeps its own
+    // session per browser).
+    let sign_in_as = |login: &'static str| {
+        let page = page.clone();
+        async move {
+            let browser = Browser::start().await.expect("headless Chromium (Debian's chromium and chromium-driver)");
+            browser.goto(&page).await.unwrap();
+            assert_eq!(browser.text("#sign-in-provider").await.unwrap(), "Sign in with the demo company's account");
+            assert!(browser.exists("#token").await.unwrap(), "the pasted credential stays beside it");
+            browser.click("#sign-in-provider").await.unwrap();
+            wait_for(&browser, "input[name=login]").await;
+            browser.fill("input[name=login]", login).await.unwrap();
+            browser.fill("input[name=password]", "any").await.unwrap();
+            browser.submit("input[name=login]").await.unwrap();
+            wait_for(&browser, "input[name=prompt][value=consent]").await;
+            browser.submit("input[name=prompt][value=consent]").await.unwrap();
+            browser
+        }
+    };
+    // Outside the group: the approval page's sign-in again, saying why,
+    // no decision offered.
+    let browser = sign_in_as("olive").await;
+    wait_for(&browser, "[role=alert]").await;
+    assert!(browser.exists("#sign-in-provider").await.unwrap());
+    assert!(browser.text("[role=alert]").await.unwrap().contains("may not decide approvals"));
+    assert!(!browser.exists("#reject").await.unwrap());
+    browser.close().await.unwrap();
+    // In it: the page itself, signed in, with the decision; the pending
+    // sign-in's cookie is gone.
+    let browser = sign_in_as("approver-ann").await;
+    wait_for(&browser, "#reject").await;
+    assert_eq!(browser.current_url().await.unwrap(), page, "back on the approval's own page");
+    assert_eq!(browser.text("#state").await.unwrap(), "pending");
+    let cookies = browser.cookies().await.unwrap();
+    assert!(cookies.iter().any(|c| c.name == "pilotage_approver"), "no approval session");
+    assert!(!cookies.iter().any(|c| c.name == "pilotage_console_oidc"), "the pending sign-in was not cleared");
+    browser.click("#reject").await.unwrap();
+    wait_for(&browser, "#decided").await;
+    assert!(browser.text("#decided").await.unwrap().contains("approver-ann"), "decided by the provider's person");
+    browser.close().await.unwrap();
+    connection.close().await;
     server.stop().await;
 }
 

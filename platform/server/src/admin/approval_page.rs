@@ -110,17 +110,30 @@ fn not_found() -> Response {
     )
 }
 
-fn sign_in_form(id: &str, message: Option<&str>) -> Response {
+fn sign_in_form(state: &AdminState, id: &str, message: Option<&str>) -> Response {
     // The form posts to this approval's own path: the id is one path
     // segment (an id holding `/` or `..` must not move the form elsewhere).
     let action = escape(&format!("/approvals/{}/sign-in", urlencode(id)));
+    let back = format!("/approvals/{}", urlencode(id));
     let id = escape(id);
     let note = message.map(|m| format!("<p role=\"alert\">{}</p>", escape(m))).unwrap_or_default();
+    // The console's identity provider, when it signs people in here
+    // (`console_sign_in`, set only with the console mounted): it comes
+    // back to this page (`console::oidc`, then [`open_from_token`]).
+    let provider = state
+        .console_sign_in
+        .as_ref()
+        .map(|sign_in| {
+            let label = sign_in.label.clone().unwrap_or_else(|| format!("Sign in with {}", sign_in.issuer));
+            let start = format!("/console/oidc/start?next={}", urlencode(&back));
+            format!("<p><a id=\"sign-in-provider\" href=\"{}\">{}</a></p>", escape(&start), escape(&label))
+        })
+        .unwrap_or_default();
     html(
         if message.is_some() { StatusCode::UNAUTHORIZED } else { StatusCode::OK },
         "Sign in to decide",
         &format!(
-            "<h1>Sign in to decide approval {id}</h1>{note}<form method=\"post\" action=\"{action}\"><label for=\"token\">Credential (the operator token, or a token holding pilotage:approve for this tenant)</label><input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"off\" required><p><button type=\"submit\">Sign in</button></p></form>"
+            "<h1>Sign in to decide approval {id}</h1>{note}{provider}<form method=\"post\" action=\"{action}\"><label for=\"token\">Credential (the operator token, or a token holding pilotage:approve for this tenant)</label><input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"off\" required><p><button type=\"submit\">Sign in</button></p></form>"
         ),
     )
 }
@@ -140,7 +153,7 @@ async fn visible(state: &AdminState, session: &Session, id: &str) -> Result<Appr
 
 async fn page(State(state): State<AdminState>, Path(id): Path<String>, headers: HeaderMap) -> Response {
     let Some(session) = session(&state, &headers) else {
-        return sign_in_form(&id, None);
+        return sign_in_form(&state, &id, None);
     };
     let row = match visible(&state, &session, &id).await {
         Ok(row) => row,
@@ -232,22 +245,37 @@ async fn sign_in(
     // is read (`super::throttle`).
     let client = state.throttle.client(peer.map(|Extension(ConnectInfo(peer))| peer), &headers);
     if let Err(left) = state.throttle.check(client) {
-        return super::throttle::throttled_page(sign_in_form(&id, Some(super::throttle::THROTTLED)), left);
+        return super::throttle::throttled_page(sign_in_form(&state, &id, Some(super::throttle::THROTTLED)), left);
     }
-    let (credential, until) = match credential_until(&state, form.token.trim()).await {
-        Ok(read) => read,
-        Err(_) => {
+    match session_from_token(&state, form.token.trim(), &id).await {
+        Ok(signed_in) => signed_in,
+        Err(SignInRefused::Invalid) => {
             state.throttle.failed(client);
-            return sign_in_form(&id, Some("This credential is not valid."));
+            sign_in_form(&state, &id, Some("This credential is not valid."))
         }
-    };
+        Err(SignInRefused::NotAnApprover) => sign_in_form(&state, &id, Some(NOT_AN_APPROVER)),
+    }
+}
+
+/// Why a credential opened no session here.
+enum SignInRefused {
+    /// Occurs when the credential is no valid one.
+    Invalid,
+    /// Occurs when it is valid but holds no right to decide approvals.
+    NotAnApprover,
+}
+
+const NOT_AN_APPROVER: &str = "This credential may not decide approvals (it holds no approver scope).";
+
+/// A session opened with `token` and the way back to approval `id`: the
+/// sealed cookie and a redirect to the page.
+async fn session_from_token(state: &AdminState, token: &str, id: &str) -> Result<Response, SignInRefused> {
+    let (credential, until) = credential_until(state, token).await.map_err(|_| SignInRefused::Invalid)?;
     let (tenant, who) = match credential {
         Credential::Admin(Admin::Operator(who)) => (None, who),
         Credential::Admin(Admin::TenantAdmin { tenant, who })
         | Credential::Scoped { tenant, who, approve: true, .. } => (Some(tenant), who),
-        Credential::Scoped { .. } | Credential::Other(_) => {
-            return sign_in_form(&id, Some("This credential may not decide approvals (it holds no approver scope)."));
-        }
+        Credential::Scoped { .. } | Credential::Other(_) => return Err(SignInRefused::NotAnApprover),
     };
     let session = Session {
         tenant,
@@ -256,10 +284,24 @@ async fn sign_in(
         exp: (pilotage_engine::clock::system_now_ms() + SESSION_S * 1000).min(until.unwrap_or(i64::MAX)),
         nonce: hex::encode(rand::random::<[u8; 16]>()),
     };
-    let sealed = seal(&state, "session", &serde_json::to_string(&session).unwrap_or_default());
+    let sealed = seal(state, "session", &serde_json::to_string(&session).unwrap_or_default());
     let secure = if state.platform.public_url().starts_with("https://") { "; Secure" } else { "" };
     let cookie = format!("{COOKIE}={sealed}; Path=/approvals; HttpOnly; SameSite=Strict; Max-Age={SESSION_S}{secure}");
-    web::see_other(&format!("/approvals/{}", urlencode(&id)), Some(&cookie))
+    Ok(web::see_other(&format!("/approvals/{}", urlencode(id)), Some(&cookie)))
+}
+
+/// The end of a sign-in at the identity provider that started on this
+/// page (`console::oidc`'s callback, with the token it was given): a
+/// session and the way back to approval `id`, or the sign-in form saying
+/// why not.
+pub(crate) async fn open_from_token(state: &AdminState, token: &str, id: &str) -> Response {
+    match session_from_token(state, token, id).await {
+        Ok(signed_in) => signed_in,
+        Err(SignInRefused::Invalid) => {
+            sign_in_form(state, id, Some("The identity provider's token is not valid here."))
+        }
+        Err(SignInRefused::NotAnApprover) => sign_in_form(state, id, Some(NOT_AN_APPROVER)),
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -276,7 +318,7 @@ async fn decision(
     Form(form): Form<DecisionForm>,
 ) -> Response {
     let Some(session) = session(&state, &headers) else {
-        return sign_in_form(&id, Some("Sign in first: your session ended."));
+        return sign_in_form(&state, &id, Some("Sign in first: your session ended."));
     };
     if !csrf_ok(&state, &session, &id, &form.csrf) {
         return html(

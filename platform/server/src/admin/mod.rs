@@ -33,6 +33,6 @@ mod throttle;
 mod usage;
 
 pub(crate) use api::{Admin, AdminLimits, AdminState, Credential, audit, credential_until};
-pub(crate) use approval_page::router as approval_page;
+pub(crate) use approval_page::{open_from_token as approval_page_open, router as approval_page};
 pub(crate) use routes::router;
 pub(crate) use throttle::{SignInThrottle, THROTTLED, throttled_page};

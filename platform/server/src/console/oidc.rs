@@ -157,6 +157,13 @@ pub(super) async fn callback(
             return sign_in_form(&state, &pending.next, Some("The identity provider gave no token; try again."));
         }
     };
+    // Begun on an approval's page: a session of that page, and back to it.
+    if let Some(id) = pending.next.strip_prefix("/approvals/") {
+        let id = percent_encoding::percent_decode_str(id).decode_utf8_lossy().into_owned();
+        let mut response = crate::admin::approval_page_open(&state, &token, &id).await;
+        clear_pending(&mut response);
+        return response;
+    }
     let mut response = match open_session(&state, &token, &pending.next).await {
         Ok(response) => response,
         Err(Refused::Invalid) => {
@@ -172,12 +179,16 @@ pub(super) async fn callback(
             );
         }
     };
-    // The sign-in under way is over.
+    clear_pending(&mut response);
+    response.into_response()
+}
+
+/// Clears the cookie of the sign-in under way: it is over.
+fn clear_pending(response: &mut Response) {
     if let Ok(clear) = axum::http::HeaderValue::from_str(&format!("{COOKIE}=; Path=/console/oidc; HttpOnly; Max-Age=0"))
     {
         response.headers_mut().append(axum::http::header::SET_COOKIE, clear);
     }
-    response.into_response()
 }
 
 /// The token endpoint's answer (RFC 6749 §5.1).

@@ -318,7 +318,10 @@ pub(super) struct Next {
 pub(super) fn safe_next(next: Option<&str>) -> String {
     let fits = |path: &str| {
         let (route, _) = path.split_once(['?', '#']).unwrap_or((path, ""));
-        (route == "/console" || route.starts_with("/console/"))
+        // An approval's page (one segment after `/approvals/`), where a
+        // sign-in begun on that page returns.
+        let approval = route.strip_prefix("/approvals/").is_some_and(|id| !id.is_empty() && !id.contains('/'));
+        (route == "/console" || route.starts_with("/console/") || approval)
             && !route.split('/').any(|segment| segment == "." || segment == "..")
             && !route.to_ascii_lowercase().contains("%2e")
             && !path.contains('\\')

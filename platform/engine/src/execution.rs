@@ -24,7 +24,7 @@ use pilotage_protocol::plan::Plan;
 use pilotage_protocol::trace::{Decision, Trace, TraceLevel, TraceStep};
 
 use super::validation::Program;
-use pilotage_telemetry::metrics::{BoundKind, CallLabel, GuaranteeKind};
+use pilotage_telemetry::metrics::{BoundKind, CallLabel, GuaranteeKind, Metrics};
 
 use crate::effects::{Cancellation, DataSource, Invocation, Invoker, RunEffects, RunRecord, Violation};
 use crate::host_trace::{calls_mismatch, host_trace};
@@ -262,36 +262,9 @@ fn assess(
     fuel: u64,
 ) -> Execution {
     let description = component.description();
-    let host_trace = |_: &Outcome| host_trace(request.run_id, &record.invocations, &record.statements);
-
     let result = match result {
         Ok(result) => result,
-        Err(error) => {
-            let status = match &error {
-                CallError::Timeout(_) => TIMEOUT,
-                CallError::Fuel | CallError::Memory(_) | CallError::Stack | CallError::ResultTooLarge { .. } => {
-                    RESOURCE_EXHAUSTED
-                }
-                CallError::Trap(_) => ENGINE_FAULT,
-                CallError::Host(_) => ERROR,
-                // The pool had no instance free: nothing ran.
-                CallError::Capacity(_) => RESOURCE_EXHAUSTED,
-            };
-            let outcome = match (&error, &record.stopped_at_deadline) {
-                (CallError::Timeout(ms), Some(step)) => deadline_outcome(*ms, step),
-                _ => Outcome::failure(status, format!("the Run was stopped: {error}")),
-            };
-            return Execution {
-                trace: host_trace(&outcome),
-                outcome,
-                output: None,
-                invocations: record.invocations,
-                faults: vec![error.to_string()],
-                fuel,
-                installation: None,
-                refusal: None,
-            };
-        }
+        Err(error) => return stopped(request, record, error, fuel),
     };
 
     let metrics = component.engine().metrics();
@@ -303,16 +276,7 @@ fn assess(
             RESOURCE_EXHAUSTED,
             format!("the Run's result is {size} bytes, above the bound of {} bytes", bounds.result_bytes),
         );
-        return Execution {
-            trace: host_trace(&outcome),
-            outcome,
-            output: None,
-            invocations: record.invocations,
-            faults: vec!["result too large".into()],
-            fuel,
-            installation: None,
-            refusal: None,
-        };
+        return failed(request, record, outcome, vec!["result too large".into()], fuel);
     }
     // Each kind of breach counts once per Run (`host_guarantee_violations`).
     let mut breached = Vec::new();
@@ -326,7 +290,7 @@ fn assess(
             }
         }
     }
-    let mut outcome = outcome_from_wit(result.outcome);
+    let outcome = outcome_from_wit(result.outcome);
     if !outcome.is_consistent() {
         breached.push(GuaranteeKind::MalformedResult);
         faults.push(format!("outcome '{}' pairs ok={} with error={:?}", outcome.status, outcome.ok, outcome.error));
@@ -368,7 +332,92 @@ fn assess(
         }
         None => None,
     };
-    for violation in &record.violations {
+    containment_faults(&record.violations, &mut breached, &mut faults);
+    trace_faults(request, &steps, &record, outcome.ok, &mut breached, &mut faults);
+    // Control-flow entries never carry input or output (Part II §5.8).
+    for step in &mut steps {
+        if step.is_control_flow() {
+            step.input = None;
+            step.output = None;
+        }
+    }
+
+    let stats = result.stats.and_then(|text| serde_json::from_str(&text).ok());
+    breached.sort_by_key(|kind| *kind as u8);
+    breached.dedup();
+    for kind in breached {
+        metrics.guarantee_violation(kind);
+    }
+    if !faults.is_empty() {
+        tracing::warn!(language = %description.name, run_id = request.run_id, faults = ?faults, "engine fault: the Run is failed");
+        let outcome = Outcome::failure(
+            ENGINE_FAULT,
+            format!("the Language engine broke the platform's contract: {}", faults.join("; ")),
+        );
+        return failed(request, record, outcome, faults, fuel);
+    }
+    let outcome = bounded_outcome(outcome, &record, bounds, metrics);
+    let output = if outcome.ok { output } else { None };
+    Execution {
+        trace: Trace { run_id: request.run_id.to_owned(), level: TraceLevel::Full, steps, stats },
+        outcome,
+        output,
+        invocations: record.invocations,
+        faults,
+        fuel,
+        installation: None,
+        refusal: None,
+    }
+}
+
+/// The Execution of a Run the engine stopped before the component
+/// answered (a bound, a trap, a host fault, no instance free): the status
+/// the cause maps to, and the host's trace of what ran.
+fn stopped(request: &ExecutionRequest<'_>, record: RunRecord, error: CallError, fuel: u64) -> Execution {
+    let status = match &error {
+        CallError::Timeout(_) => TIMEOUT,
+        CallError::Fuel | CallError::Memory(_) | CallError::Stack | CallError::ResultTooLarge { .. } => {
+            RESOURCE_EXHAUSTED
+        }
+        CallError::Trap(_) => ENGINE_FAULT,
+        CallError::Host(_) => ERROR,
+        // The pool had no instance free: nothing ran.
+        CallError::Capacity(_) => RESOURCE_EXHAUSTED,
+    };
+    let outcome = match (&error, &record.stopped_at_deadline) {
+        (CallError::Timeout(ms), Some(step)) => deadline_outcome(*ms, step),
+        _ => Outcome::failure(status, format!("the Run was stopped: {error}")),
+    };
+    failed(request, record, outcome, vec![error.to_string()], fuel)
+}
+
+/// A failed Run whose result the host does not stand behind: the host's
+/// own trace of what it saw (invocations and statements), no output.
+fn failed(
+    request: &ExecutionRequest<'_>,
+    record: RunRecord,
+    outcome: Outcome,
+    faults: Vec<String>,
+    fuel: u64,
+) -> Execution {
+    Execution {
+        trace: host_trace(request.run_id, &record.invocations, &record.statements),
+        outcome,
+        output: None,
+        invocations: record.invocations,
+        faults,
+        fuel,
+        installation: None,
+        refusal: None,
+    }
+}
+
+/// Faults for what the component tried beyond its containment: an entry
+/// outside its validated program or that the caller cannot see, a
+/// statement that was not validated. An invocation past the Run's bound is
+/// a bound reached ([`bounded_outcome`]), not a breach.
+fn containment_faults(violations: &[Violation], breached: &mut Vec<GuaranteeKind>, faults: &mut Vec<String>) {
+    for violation in violations {
         if !matches!(violation, Violation::TooManyInvocations(_)) {
             breached.push(GuaranteeKind::Containment);
         }
@@ -385,7 +434,20 @@ fn assess(
             Violation::TooManyInvocations(_) => {}
         }
     }
-    let mismatches = calls_mismatch(&steps, &record.invocations, &record.statements);
+}
+
+/// Faults where the component's trace disagrees with the invocations and
+/// statements the host performed, or, for a Run of a plan (not a deploy),
+/// with the plan (Part II §6.5.4).
+fn trace_faults(
+    request: &ExecutionRequest<'_>,
+    steps: &[TraceStep],
+    record: &RunRecord,
+    succeeded: bool,
+    breached: &mut Vec<GuaranteeKind>,
+    faults: &mut Vec<String>,
+) {
+    let mismatches = calls_mismatch(steps, &record.invocations, &record.statements);
     if !mismatches.is_empty() {
         breached.push(GuaranteeKind::TraceMismatch);
     }
@@ -393,45 +455,20 @@ fn assess(
     if let Some(plan) = request.plan
         && !request.deploy
     {
-        let succeeded = outcome.ok;
-        let broken = correspondence::check(plan, &steps, succeeded);
+        let broken = correspondence::check(plan, steps, succeeded);
         if !broken.is_empty() {
             breached.push(GuaranteeKind::PlanCorrespondence);
         }
         faults.extend(broken.into_iter().map(|m| format!("plan–trace correspondence: {m}")));
     }
-    // Control-flow entries never carry input or output (Part II §5.8).
-    for step in &mut steps {
-        if step.is_control_flow() {
-            step.input = None;
-            step.output = None;
-        }
-    }
+}
 
+/// The outcome of a Run the component completed within its contract, once
+/// the Run's bounds have their say (the invocation bound, then the
+/// wall-time bound), and then its cancellation (`partial`) unless a bound
+/// or a breach says more (Part II §10.1).
+fn bounded_outcome(mut outcome: Outcome, record: &RunRecord, bounds: &crate::Bounds, metrics: &Metrics) -> Outcome {
     let exhausted = record.violations.iter().any(|v| matches!(v, Violation::TooManyInvocations(_)));
-    let stats = result.stats.and_then(|text| serde_json::from_str(&text).ok());
-    breached.sort_by_key(|kind| *kind as u8);
-    breached.dedup();
-    for kind in breached {
-        metrics.guarantee_violation(kind);
-    }
-    if !faults.is_empty() {
-        tracing::warn!(language = %description.name, run_id = request.run_id, faults = ?faults, "engine fault: the Run is failed");
-        let outcome = Outcome::failure(
-            ENGINE_FAULT,
-            format!("the Language engine broke the platform's contract: {}", faults.join("; ")),
-        );
-        return Execution {
-            trace: host_trace(&outcome),
-            outcome,
-            output: None,
-            invocations: record.invocations,
-            faults,
-            fuel,
-            installation: None,
-            refusal: None,
-        };
-    }
     if exhausted {
         metrics.bound_trip(CallLabel::Execution, BoundKind::Invocations);
         outcome = Outcome::failure(
@@ -468,17 +505,7 @@ fn assess(
     {
         outcome = Outcome::failure(PARTIAL, cancelled_message(step, record.invocations.len()));
     }
-    let output = if outcome.ok { output } else { None };
-    Execution {
-        trace: Trace { run_id: request.run_id.to_owned(), level: TraceLevel::Full, steps, stats },
-        outcome,
-        output,
-        invocations: record.invocations,
-        faults,
-        fuel,
-        installation: None,
-        refusal: None,
-    }
+    outcome
 }
 
 /// The diagnostics of an execution-time refusal, or why it is not one the

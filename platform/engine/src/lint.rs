@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use serde::Serialize;
 
-use super::description::{Exposure, LanguageDescription};
+use super::description::{Exposure, GuideContent, LanguageDescription};
 use pilotage_protocol::diagnostic::RESERVED_CODES;
 use pilotage_protocol::guide::{CORE_GUIDE_MAX_BYTES, GuideLevel};
 use pilotage_protocol::manifest::{Manifest, check_manifest};
@@ -72,8 +72,19 @@ pub fn lint(description: &LanguageDescription) -> Vec<LintFinding> {
     let mut error = |rule: &'static str, message: String| {
         findings.push(LintFinding { severity: LintSeverity::Error, rule, message, fix: fix_for(rule).to_owned() });
     };
+    identity(description, &mut error);
+    reserved_members(description, &mut error);
+    declared_sets(description, &mut error);
+    guides(description, &mut error);
+    capabilities(description, &mut error);
+    findings.extend(core_guide_sizes(description));
+    findings.sort_by_key(|finding| finding.severity);
+    findings
+}
 
-    // Identity (Part II §3.3).
+/// The Language's identity (Part II §3.3): a `family/version` name and a
+/// program argument of its own.
+fn identity(description: &LanguageDescription, error: &mut impl FnMut(&'static str, String)) {
     let parts: Vec<&str> = description.name.split('/').collect();
     if parts.len() != 2 || parts.iter().any(|p| p.is_empty()) {
         error(
@@ -90,8 +101,13 @@ pub fn lint(description: &LanguageDescription) -> Vec<LintFinding> {
             ),
         );
     }
+}
 
-    // Closed sets: reserved members (Part II §5.5, §5.7) and no duplicates.
+/// The reserved members of the closed sets (Part II §5.5, §5.7): the
+/// reserved diagnostic codes, and for execute the reserved and platform
+/// run statuses, step statuses and a trace ceiling that can carry the
+/// trace.
+fn reserved_members(description: &LanguageDescription, error: &mut impl FnMut(&'static str, String)) {
     for code in RESERVED_CODES {
         if !description.declares_code(code) {
             error("reserved-codes", format!("the diagnostic-code set lacks the reserved code '{code}' (Part II §5.5)"));
@@ -119,6 +135,12 @@ pub fn lint(description: &LanguageDescription) -> Vec<LintFinding> {
             error("trace-obligation", "execute needs a trace ceiling of summary or full (Part II §4.3 rule 4)".into());
         }
     }
+}
+
+/// The declared sets themselves: no member twice (Part II §1.5), risk
+/// levels whose hints agree with their names, the entry kinds and risk
+/// levels a catalog needs, a compilable context schema.
+fn declared_sets(description: &LanguageDescription, error: &mut impl FnMut(&'static str, String)) {
     let duplicates = |names: Vec<&str>| -> Vec<String> {
         let mut seen = BTreeSet::new();
         names.into_iter().filter(|name| !seen.insert(*name)).map(str::to_owned).collect()
@@ -153,52 +175,18 @@ pub fn lint(description: &LanguageDescription) -> Vec<LintFinding> {
     {
         error("context-schema", "context_schema is not a compilable JSON Schema object (Part II §5.1)".into());
     }
+}
 
-    // Guides (Part II §5.2).
-    let cores: Vec<_> = description.guides.iter().filter(|g| g.guide.level == GuideLevel::Core).collect();
-    if cores.is_empty() {
+/// The guides (Part II §5.2): a core guide, exactly one closed-sets
+/// guide, and each guide's version, body and topics.
+fn guides(description: &LanguageDescription, error: &mut impl FnMut(&'static str, String)) {
+    if !description.guides.iter().any(|g| g.guide.level == GuideLevel::Core) {
         error("core-guide", "no guide has level 'core' (Part II §5.2)".into());
     }
     let closed: Vec<_> = description.guides.iter().filter(|g| g.guide.is_closed_sets()).collect();
     match closed.as_slice() {
         [] => error("closed-sets-guide", "no guide has the topic 'closed-sets' (Part II §5.2)".into()),
-        [guide] => {
-            if guide.guide.level != GuideLevel::Reference {
-                error(
-                    "closed-sets-guide",
-                    format!("the closed-sets guide '{}' must have level 'reference' (Part II §5.2)", guide.guide.id),
-                );
-            }
-            let body = guide.body.as_str();
-            let mut missing = Vec::new();
-            let mut expect = |what: &str, value: &str| {
-                if !body.contains(value) {
-                    missing.push(format!("{what} '{value}'"));
-                }
-            };
-            for code in &description.diagnostic_codes {
-                expect("diagnostic code", &code.code);
-            }
-            if description.features.catalog {
-                for kind in &description.entry_kinds {
-                    expect("entry kind", &kind.kind);
-                }
-            }
-            if description.features.catalog || description.features.plan {
-                for level in &description.risk_levels {
-                    expect("risk level", &level.risk);
-                }
-            }
-            if description.features.execute {
-                for status in description.run_statuses.iter().chain(&description.step_statuses) {
-                    expect("status", &status.status);
-                }
-                expect("the summary truncation format", "truncated");
-            }
-            for item in missing {
-                error("closed-sets-guide", format!("the closed-sets guide does not enumerate {item} (Part II §5.2)"));
-            }
-        }
+        [guide] => closed_sets_guide(description, guide, error),
         many => error(
             "closed-sets-guide",
             format!("{} guides have the topic 'closed-sets'; exactly one may (Part II §5.2)", many.len()),
@@ -223,9 +211,55 @@ pub fn lint(description: &LanguageDescription) -> Vec<LintFinding> {
             }
         }
     }
+}
 
-    // Capability rules on the manifest entry the platform would publish
-    // (Part II §4.3), with runs retained for an hour.
+/// The closed-sets guide (Part II §5.2): a reference guide that
+/// enumerates every member of the sets the Language declares.
+fn closed_sets_guide(
+    description: &LanguageDescription,
+    guide: &GuideContent,
+    error: &mut impl FnMut(&'static str, String),
+) {
+    if guide.guide.level != GuideLevel::Reference {
+        error(
+            "closed-sets-guide",
+            format!("the closed-sets guide '{}' must have level 'reference' (Part II §5.2)", guide.guide.id),
+        );
+    }
+    let body = guide.body.as_str();
+    let mut missing = Vec::new();
+    let mut expect = |what: &str, value: &str| {
+        if !body.contains(value) {
+            missing.push(format!("{what} '{value}'"));
+        }
+    };
+    for code in &description.diagnostic_codes {
+        expect("diagnostic code", &code.code);
+    }
+    if description.features.catalog {
+        for kind in &description.entry_kinds {
+            expect("entry kind", &kind.kind);
+        }
+    }
+    if description.features.catalog || description.features.plan {
+        for level in &description.risk_levels {
+            expect("risk level", &level.risk);
+        }
+    }
+    if description.features.execute {
+        for status in description.run_statuses.iter().chain(&description.step_statuses) {
+            expect("status", &status.status);
+        }
+        expect("the summary truncation format", "truncated");
+    }
+    for item in missing {
+        error("closed-sets-guide", format!("the closed-sets guide does not enumerate {item} (Part II §5.2)"));
+    }
+}
+
+/// Capability rules on the manifest entry the platform would publish
+/// (Part II §4.3), with runs retained for an hour.
+fn capabilities(description: &LanguageDescription, error: &mut impl FnMut(&'static str, String)) {
     let retention = Retention::parse("PT1H").unwrap_or(Retention::None);
     let exposure = Exposure { loop_tools: description.default_loop_tools(&retention), retention, idempotency: true };
     let manifest = Manifest {
@@ -236,10 +270,15 @@ pub fn lint(description: &LanguageDescription) -> Vec<LintFinding> {
     for violation in check_manifest(&manifest, |_| description.features.catalog) {
         error("capabilities", violation.to_string());
     }
+}
 
-    for core in cores {
+/// Warnings for core guides over [`CORE_GUIDE_MAX_BYTES`] (a SHOULD of
+/// Part II §5.2).
+fn core_guide_sizes(description: &LanguageDescription) -> Vec<LintFinding> {
+    let mut warnings = Vec::new();
+    for core in description.guides.iter().filter(|g| g.guide.level == GuideLevel::Core) {
         if core.guide.size_bytes > CORE_GUIDE_MAX_BYTES {
-            findings.push(LintFinding {
+            warnings.push(LintFinding {
                 severity: LintSeverity::Warning,
                 rule: "core-guide-size",
                 fix: fix_for("core-guide-size").to_owned(),
@@ -250,8 +289,7 @@ pub fn lint(description: &LanguageDescription) -> Vec<LintFinding> {
             });
         }
     }
-    findings.sort_by_key(|finding| finding.severity);
-    findings
+    warnings
 }
 
 /// How to fix a finding of `rule`, said in terms of the WIT world's

@@ -1,7 +1,8 @@
 //! A Language in plain Rust: the [`Language`] trait over two small traits
-//! standing for the host's imports ([`Catalog`], [`Effects`]), so the whole
-//! language runs natively in tests with a fake catalog, and [`export!`],
-//! which makes a type implementing [`Language`] the component's exports.
+//! standing for the host's imports ([`Catalog`], [`Effects`], the latter
+//! with the `sql` import as [`Effects::query`]), so the whole language runs
+//! natively in tests with a fake catalog, and [`export!`], which makes a
+//! type implementing [`Language`] the component's exports.
 //!
 //! Also what most Languages over a capability catalog share: the five
 //! standard risk levels with [`risk_label`], [`argument_mismatches`],
@@ -19,7 +20,8 @@
 use serde_json::Value;
 
 use crate::{
-    CatalogEntry, DeployResult, Diagnostic, InvokeError, LanguageInfo, RiskHints, RunRequest, RunResult, Validation,
+    CatalogEntry, DeployResult, Diagnostic, InvokeError, LanguageInfo, QueryResult, RiskHints, RunRequest, RunResult,
+    SqlError, Validation,
 };
 
 /// The caller's visible catalog, pinned to one snapshot per call (the
@@ -29,10 +31,23 @@ pub trait Catalog {
     fn entry(&self, id: &str) -> Option<CatalogEntry>;
     /// Every visible entry id, in id order (for close-match hints).
     fn ids(&self) -> Vec<String>;
+    /// Every visible entry id of `kind` (e.g. `table`), in id order: the
+    /// import's `ids` with a kind, for a Language whose entries of several
+    /// kinds are looked up apart.
+    ///
+    /// The default reads [`Catalog::ids`] and keeps the ids whose
+    /// [`Catalog::entry`] has that kind (one lookup per id, enough for a
+    /// fake catalog); the host's catalog ([`Imports`]) asks the host for
+    /// that kind alone. An unknown kind gives no ids, not an error.
+    fn ids_of_kind(&self, kind: &str) -> Vec<String> {
+        self.ids().into_iter().filter(|id| self.entry(id).is_some_and(|entry| entry.kind == kind)).collect()
+    }
 }
 
-/// What a Run may do to the world (the `effects` import): available during
-/// `execute` only; the host refuses calls outside the validated plan.
+/// What a Run may do to the world (the `effects` import, and the `sql`
+/// import for Languages over a data source): available during `execute`
+/// only; the host refuses calls outside the validated plan or statements
+/// outside the validation's `statements`.
 pub trait Effects {
     /// Invokes `entry_id` with `input` for trace step `step_id` (the
     /// iteration-qualified trace id); the entry's output, parsed.
@@ -43,6 +58,25 @@ pub trait Effects {
     fn invoke(&mut self, step_id: &str, entry_id: &str, input: &Value) -> Result<Value, InvokeError>;
     /// Milliseconds since the Unix epoch, as the host sees it.
     fn now(&self) -> u64;
+    /// Runs `statement`, exactly as the validation returned it in
+    /// `statements`, on the tenant's data source for trace step `step_id`,
+    /// with `params` (a JSON array bound to `$1…$n`); the result's `rows`
+    /// are a JSON array of arrays in column order, at most the host's row
+    /// cap (the `sql` import's `query`, Part IV §7). The host runs every
+    /// statement of a Run in one transaction, read-only when the plan is.
+    ///
+    /// The default, for a host without a data source (a Language's fakes
+    /// that never query), refuses; the host's effects ([`Imports`]) call
+    /// the import.
+    ///
+    /// # Errors
+    /// `Refused` when the host refused the statement (not validated, no
+    /// data source, a bound reached: the Run must stop), `Failed` when the
+    /// database reported an error (the transaction is rolled back).
+    fn query(&mut self, step_id: &str, statement: &str, params: &Value) -> Result<QueryResult, SqlError> {
+        let _ = (step_id, statement, params);
+        Err(SqlError::Refused("no data source: this host runs no statements".into()))
+    }
 }
 
 /// A Language, as [`export!`](crate::export) exposes it to the host. Each
@@ -82,6 +116,9 @@ impl Catalog for Imports {
     fn ids(&self) -> Vec<String> {
         crate::host::catalog_ids(None)
     }
+    fn ids_of_kind(&self, kind: &str) -> Vec<String> {
+        crate::host::catalog_ids(Some(kind))
+    }
 }
 
 #[cfg(target_arch = "wasm32")]
@@ -92,6 +129,9 @@ impl Effects for Imports {
     }
     fn now(&self) -> u64 {
         crate::host::now()
+    }
+    fn query(&mut self, step_id: &str, statement: &str, params: &Value) -> Result<QueryResult, SqlError> {
+        crate::host::sql_query(step_id, statement, &params.to_string())
     }
 }
 
@@ -278,6 +318,42 @@ mod tests {
         assert_eq!(json_or_null(Some(r#"{"a": 1}"#)), json!({"a": 1}));
         assert_eq!(json_or_null(Some("{not json")), Value::Null);
         assert_eq!(json_or_null(None), Value::Null);
+    }
+
+    /// A catalog of `(id, kind)` entries that implements only what it must.
+    struct Kinds(Vec<(&'static str, &'static str)>);
+
+    impl Catalog for Kinds {
+        fn entry(&self, id: &str) -> Option<CatalogEntry> {
+            let &(id, kind) = self.0.iter().find(|(known, _)| *known == id)?;
+            Some(CatalogEntry { kind: kind.into(), ..test_entry(id, None, None, crate::diag::SAFE) })
+        }
+        fn ids(&self) -> Vec<String> {
+            self.0.iter().map(|(id, _)| (*id).to_owned()).collect()
+        }
+    }
+
+    impl Effects for Kinds {
+        fn invoke(&mut self, _step_id: &str, entry_id: &str, _input: &Value) -> Result<Value, InvokeError> {
+            Err(InvokeError::Refused(format!("{entry_id} is not in the plan")))
+        }
+        fn now(&self) -> u64 {
+            0
+        }
+    }
+
+    #[test]
+    fn ids_of_kind_keeps_that_kind_in_id_order_by_default() {
+        let catalog = Kinds(vec![("s.a", "table"), ("s.b", "view"), ("s.c", "table")]);
+        assert_eq!(catalog.ids_of_kind("table"), ["s.a", "s.c"]);
+        assert_eq!(catalog.ids_of_kind("view"), ["s.b"]);
+        assert!(catalog.ids_of_kind("capability").is_empty(), "an unknown kind gives no ids");
+    }
+
+    #[test]
+    fn a_host_without_a_data_source_refuses_statements() {
+        let refused = Kinds(Vec::new()).query("stmt-1", "SELECT 1", &serde_json::json!([]));
+        assert!(matches!(refused, Err(SqlError::Refused(message)) if message.contains("no data source")));
     }
 
     #[test]

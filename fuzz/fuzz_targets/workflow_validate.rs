@@ -9,14 +9,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use libfuzzer_sys::fuzz_target;
-use pilotage_guest_sdk::{CatalogEntry, Locator, Severity, Validation};
+use pilotage_guest_sdk::{Catalog, CatalogEntry, Locator, Severity, Validation};
 use serde_json::Value;
-use workflow::validate::{Catalog, bind_input, validate};
+use workflow::validate::{bind_input, validate};
 
 struct Demo(BTreeMap<String, CatalogEntry>);
 
 impl Catalog for Demo {
-    fn get(&self, id: &str) -> Option<CatalogEntry> {
+    fn entry(&self, id: &str) -> Option<CatalogEntry> {
         self.0.get(id).cloned()
     }
     fn ids(&self) -> Vec<String> {

@@ -4,22 +4,15 @@
 
 use pilotage_guest_sdk::diag::{ERROR, PARTIAL, failure, success};
 use pilotage_guest_sdk::trace::TraceBuilder;
-use pilotage_guest_sdk::{InvokeError, RunResult};
+use pilotage_guest_sdk::{Effects, InvokeError, RunResult};
 use serde_json::{Map, Value};
 
 use crate::doc::Doc;
 use crate::expr::{PathExpr, Root, Scope, Template, decide, evaluate, resolve, template_paths};
 use crate::program::{Program, Step, StepKind, parse};
 
-/// What execution may do to the world: the host's imports.
-pub trait Effects {
-    /// Invokes an entry for the trace step `step_id`.
-    fn invoke(&mut self, step_id: &str, entry_id: &str, input: &Value) -> Result<Value, InvokeError>;
-    /// Milliseconds since the Unix epoch.
-    fn now(&self) -> u64;
-}
-
-/// Runs `document` (already validated by the host) with `input`.
+/// Runs `document` (already validated by the host) with `input` (an empty
+/// object when absent), every call through `effects`.
 pub fn execute(document: &str, input: Option<Value>, effects: &mut dyn Effects) -> RunResult {
     let doc = Doc::parse(document);
     let (program, diagnostics) = parse(doc.as_ref());

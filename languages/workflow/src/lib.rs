@@ -15,10 +15,29 @@
 //! - [`codes`]: the closed sets, declared once;
 //! - [`describe`]: the Language's self-description and guides.
 //!
-//! The logic is plain Rust over two small traits ([`validate::Catalog`],
-//! [`execute::Effects`]), so it is tested natively; on `wasm32` the same
-//! code is exported as a component whose catalog and effects are the host's
-//! imports.
+//! [`Workflow`] implements the guest SDK's [`Language`] over its
+//! [`Catalog`] and [`Effects`], so the logic is plain Rust tested natively
+//! with a fake catalog and a scripted world; on `wasm32`,
+//! [`pilotage_guest_sdk::export!`] makes it the component's exports, with
+//! the host's imports behind those traits.
+//!
+//! ```
+//! use pilotage_guest_sdk::{Catalog, CatalogEntry, Language};
+//! struct Empty;
+//! impl Catalog for Empty {
+//!     fn entry(&self, _: &str) -> Option<CatalogEntry> { None }
+//!     fn ids(&self) -> Vec<String> { Vec::new() }
+//! }
+//! let program = r#"{"steps": [{"id": "greeting", "kind": "set", "value": "hello"}],
+//!                    "output": "$.steps.greeting.output"}"#;
+//! let validation = workflow::Workflow::validate(program, None, &Empty);
+//! assert!(validation.diagnostics.is_empty(), "{:?}", validation.diagnostics);
+//! assert_eq!(validation.plan.unwrap().steps[0].id, "greeting");
+//! ```
+
+use pilotage_guest_sdk::diag::{INPUT_BINDING, error_at};
+use pilotage_guest_sdk::{Catalog, Diagnostic, Effects, Language, LanguageInfo, RunRequest, RunResult, Validation};
+use serde_json::Value;
 
 pub mod codes;
 pub mod describe;
@@ -35,75 +54,40 @@ mod tests;
 // One fresh instance per call: see the guest SDK's `alloc` module.
 pilotage_guest_sdk::use_language_allocator!();
 
-#[cfg(target_arch = "wasm32")]
-#[allow(unsafe_code)] // wit-bindgen's export glue
-mod component {
-    use pilotage_guest_sdk::{
-        CatalogEntry, Diagnostic, Guest, InvokeError, LanguageInfo, RunRequest, RunResult, Validation, host,
-    };
-    use serde_json::Value;
+/// workflow/v1, exported as the component by
+/// [`export!`](pilotage_guest_sdk::export) below.
+pub struct Workflow;
 
-    struct HostCatalog;
+pilotage_guest_sdk::export!(Workflow);
 
-    impl crate::validate::Catalog for HostCatalog {
-        fn get(&self, id: &str) -> Option<CatalogEntry> {
-            host::catalog_get(id)
-        }
-        fn ids(&self) -> Vec<String> {
-            host::catalog_ids(None)
-        }
+impl Language for Workflow {
+    /// The self-description and guides (Part II §5.1, §5.2).
+    fn describe() -> LanguageInfo {
+        describe::language_info()
     }
 
-    struct HostEffects;
-
-    impl crate::execute::Effects for HostEffects {
-        fn invoke(&mut self, step_id: &str, entry_id: &str, input: &Value) -> Result<Value, InvokeError> {
-            let output = host::invoke(step_id, entry_id, &input.to_string())?;
-            serde_json::from_str(&output)
-                .map_err(|error| InvokeError::Failed(format!("the entry's output is not JSON: {error}")))
-        }
-        fn now(&self) -> u64 {
-            host::now()
-        }
+    /// Static checks, plan and references (Part II §5.5, §5.6, §6.4).
+    fn validate(program: &str, _context: Option<&str>, catalog: &impl Catalog) -> Validation {
+        // Context binding is the host's job: workflow/v1 declares no
+        // context_schema, so the host reports any supplied context.
+        validate::validate(program, catalog)
     }
 
-    struct Workflow;
-
-    impl Guest for Workflow {
-        fn describe() -> LanguageInfo {
-            crate::describe::language_info()
-        }
-
-        fn validate(program: String, _context: Option<String>) -> Validation {
-            // Context binding is the host's job: workflow/v1 declares no
-            // context_schema, so the host reports any supplied context.
-            crate::validate::validate(&program, &HostCatalog)
-        }
-
-        fn bind_input(program: String, input: Option<String>) -> Vec<Diagnostic> {
-            let input = match input.as_deref().map(serde_json::from_str::<Value>) {
-                Some(Ok(value)) => Some(value),
-                Some(Err(error)) => {
-                    return vec![pilotage_guest_sdk::diag::error_at(
-                        pilotage_guest_sdk::diag::INPUT_BINDING,
-                        "",
-                        format!("input is not JSON: {error}"),
-                    )];
-                }
-                None => None,
-            };
-            crate::validate::bind_input(&program, input.as_ref())
-        }
-
-        fn execute(request: RunRequest) -> RunResult {
-            let input = request.input.as_deref().and_then(|text| serde_json::from_str(text).ok());
-            crate::execute::execute(&request.program, input, &mut HostEffects)
-        }
-
-        fn deploy(_request: RunRequest) -> pilotage_guest_sdk::DeployResult {
-            pilotage_guest_sdk::diag::does_not_deploy()
-        }
+    /// `input` against the program's `input` declaration (Part II
+    /// §6.5.5); input that is not JSON is one finding at the root.
+    fn bind_input(program: &str, input: Option<&str>) -> Vec<Diagnostic> {
+        let input = match input.map(serde_json::from_str::<Value>) {
+            Some(Ok(value)) => Some(value),
+            Some(Err(error)) => return vec![error_at(INPUT_BINDING, "", format!("input is not JSON: {error}"))],
+            None => None,
+        };
+        validate::bind_input(program, input.as_ref())
     }
 
-    pilotage_guest_sdk::export_language!(Workflow);
+    /// Runs the program (Part II §6.5); input that is absent or not JSON
+    /// runs as an empty object.
+    fn execute(request: &RunRequest, host: &mut (impl Catalog + Effects)) -> RunResult {
+        let input = request.input.as_deref().and_then(|text| serde_json::from_str(text).ok());
+        execute::execute(&request.program, input, host)
+    }
 }

@@ -4,11 +4,14 @@
 
 use std::collections::BTreeMap;
 
-use pilotage_guest_sdk::{CatalogEntry, InvokeError, Locator, RiskHints, Severity};
+use pilotage_guest_sdk::{
+    Catalog, CatalogEntry, Effects, InvokeError, Language, Locator, RiskHints, RunRequest, Severity,
+};
 use serde_json::{Value, json};
 
-use crate::execute::{Effects, execute};
-use crate::validate::{Catalog, bind_input, validate};
+use crate::Workflow;
+use crate::execute::execute;
+use crate::validate::{bind_input, validate};
 
 struct DemoCatalog(BTreeMap<String, CatalogEntry>);
 
@@ -56,7 +59,7 @@ fn demo_catalog() -> DemoCatalog {
 }
 
 impl Catalog for DemoCatalog {
-    fn get(&self, id: &str) -> Option<CatalogEntry> {
+    fn entry(&self, id: &str) -> Option<CatalogEntry> {
         self.0.get(id).cloned()
     }
     fn ids(&self) -> Vec<String> {
@@ -332,8 +335,48 @@ impl Effects for World {
     }
 }
 
+/// The world's catalog is empty: execution never reads it.
+impl Catalog for World {
+    fn entry(&self, _id: &str) -> Option<CatalogEntry> {
+        None
+    }
+    fn ids(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
 fn world() -> World {
     World { calls: Vec::new(), fail: None }
+}
+
+/// The exports as the host calls them, through the SDK's `Language`:
+/// input arrives as JSON text, and text that is not JSON is a finding at
+/// binding and an empty object at execution.
+#[test]
+fn the_exports_read_input_as_json_text() {
+    let program = json!({"input": {"userId": "string"}, "steps": [], "output": "$.input.userId"}).to_string();
+    assert!(Workflow::bind_input(&program, Some(r#"{"userId": "42"}"#)).is_empty());
+    let broken = Workflow::bind_input(&program, Some("{not json"));
+    assert_eq!((broken.len(), broken[0].code.as_str()), (1, "input_binding"));
+    assert_eq!(broken[0].path, Locator::Pointer(String::new()));
+    assert!(broken[0].message.starts_with("input is not JSON: "), "{}", broken[0].message);
+    let run = |input: Option<&str>| {
+        let request = RunRequest {
+            program: program.clone(),
+            input: input.map(str::to_owned),
+            context: None,
+            test_run: false,
+            deploy: false,
+        };
+        Workflow::execute(&request, &mut world())
+    };
+    assert_eq!(run(Some(r#"{"userId": "42"}"#)).output.as_deref(), Some(r#""42""#));
+    for input in [None, Some("{not json")] {
+        let result = run(input);
+        assert_eq!(result.outcome.status, "error", "{input:?}");
+        assert_eq!(result.outcome.error.as_deref(), Some("output mapping: $.input.userId resolved to nothing"));
+    }
+    assert_eq!(Workflow::describe(), crate::describe::language_info());
 }
 
 #[test]

@@ -6,7 +6,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use pilotage_guest_sdk::diag::{INPUT_BINDING, SAFE, aggregate, error_at, warning_at};
 use pilotage_guest_sdk::findings::Findings;
-use pilotage_guest_sdk::{Arm, CatalogEntry, Diagnostic, Plan, PlanStep, RiskHints, Severity, Validation};
+use pilotage_guest_sdk::{Arm, Catalog, CatalogEntry, Diagnostic, Plan, PlanStep, RiskHints, Severity, Validation};
 use serde_json::Value;
 
 use crate::codes;
@@ -15,21 +15,13 @@ use crate::expr::{PathExpr, Root, Segment, Template, condition_paths, template_p
 use crate::program::{InputParam, Location, Program, Step, StepKind, parse, walk};
 use crate::schema::{ObjectSchema, Types};
 
-/// The caller's visible catalog, as validation and execution see it.
-pub trait Catalog {
-    /// One visible entry.
-    fn get(&self, id: &str) -> Option<CatalogEntry>;
-    /// Every visible entry id.
-    fn ids(&self) -> Vec<String>;
-}
-
 /// Whether an entry kind can be called by a `call` step.
 pub fn is_callable(kind: &str) -> bool {
     codes::ENTRY_KINDS.iter().any(|(name, callable, _)| *name == kind && *callable)
 }
 
-/// Validates `document` against `catalog`: every finding, and, when the
-/// program is valid, its plan and references.
+/// Validates `document` against `catalog` (the caller's visible catalog):
+/// every finding, and, when the program is valid, its plan and references.
 pub fn validate(document: &str, catalog: &dyn Catalog) -> Validation {
     let doc = Doc::parse(document);
     let (program, mut diagnostics) = parse(doc.as_ref());
@@ -37,7 +29,7 @@ pub fn validate(document: &str, catalog: &dyn Catalog) -> Validation {
     let called = called(&steps);
     // Every entry the program calls, read once before the checks so the
     // checks can borrow the entries' schemas (`None`: not visible).
-    let entries: FxHashMap<&str, Option<CatalogEntry>> = called.iter().map(|id| (*id, catalog.get(id))).collect();
+    let entries: FxHashMap<&str, Option<CatalogEntry>> = called.iter().map(|id| (*id, catalog.entry(id))).collect();
     Checker::new(&program, &steps, catalog, &entries, &mut diagnostics).run();
     let valid = !diagnostics.iter().any(|d| d.severity == Severity::Error);
     let plan = valid.then(|| derive_plan(&program, &entries));

@@ -10,18 +10,17 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use libfuzzer_sys::fuzz_target;
 use pilotage_guest_sdk::diag::{DESTRUCTIVE, SAFE, WRITE};
-use pilotage_guest_sdk::{CatalogEntry, Locator, RiskHints, Severity, TextRange};
+use pilotage_guest_sdk::{Catalog, CatalogEntry, Locator, RiskHints, Severity, TextRange};
 use serde_json::{Value, json};
-use sql::analyze::Catalog;
 
 struct Schema(BTreeMap<String, CatalogEntry>);
 
 impl Catalog for Schema {
-    fn get(&self, id: &str) -> Option<CatalogEntry> {
+    fn entry(&self, id: &str) -> Option<CatalogEntry> {
         self.0.get(id).cloned()
     }
-    fn ids(&self, kind: &str) -> Vec<String> {
-        self.0.values().filter(|e| e.kind == kind).map(|e| e.id.clone()).collect()
+    fn ids(&self) -> Vec<String> {
+        self.0.keys().cloned().collect()
     }
 }
 

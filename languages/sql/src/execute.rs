@@ -6,37 +6,24 @@
 //! transaction per Run (read-only when the plan only reads), and commits
 //! only a Run it judges a success.
 
-use pilotage_guest_sdk::bindings::pilotage::language::sql::{QueryResult, SqlError};
 use pilotage_guest_sdk::diag::{ERROR, failure, success};
 use pilotage_guest_sdk::trace::TraceBuilder;
-use pilotage_guest_sdk::{Outcome, RunResult, Severity};
+use pilotage_guest_sdk::{Catalog, Effects, Outcome, QueryResult, RunResult, Severity, SqlError};
 use serde_json::{Map, Value, json};
 
-use crate::analyze::Catalog;
 use crate::codes;
 use crate::params::bind;
 use crate::validate::{check, reference_id, statement_id};
-
-/// Where statements run: the host's `sql` import.
-pub trait Database {
-    /// Runs `statement` with `params` (a JSON array) for trace step
-    /// `step_id`.
-    ///
-    /// # Errors
-    /// [`SqlError::Refused`] when the host refuses it; [`SqlError::Failed`]
-    /// when the database reports an error (the transaction is then rolled
-    /// back).
-    fn query(&mut self, step_id: &str, statement: &str, params: &Value) -> Result<QueryResult, SqlError>;
-}
 
 fn stopped(message: impl Into<String>) -> RunResult {
     RunResult { outcome: failure(ERROR, message), output: None, steps: Vec::new(), stats: None }
 }
 
 /// Runs `text` (already validated by the host) with `input`, resolving
-/// names against `catalog` exactly as validation did.
-pub fn execute(text: &str, input: Option<&Value>, catalog: &dyn Catalog, database: &mut dyn Database) -> RunResult {
-    let (checked, diagnostics) = check(text, catalog);
+/// names against `host`'s catalog exactly as validation did, each
+/// statement through [`Effects::query`] (the host's `sql` import).
+pub fn execute(text: &str, input: Option<&Value>, host: &mut (impl Catalog + Effects)) -> RunResult {
+    let (checked, diagnostics) = check(text, &*host);
     let Some(checked) = checked.filter(|_| !diagnostics.iter().any(|d| d.severity == Severity::Error)) else {
         return stopped("the program is not valid; validate it first");
     };
@@ -54,7 +41,7 @@ pub fn execute(text: &str, input: Option<&Value>, catalog: &dyn Catalog, databas
         let id = statement_id(index);
         let bound = Value::Array(params[..checked.needed[index] as usize].to_vec());
         let input = json!({"statement": statement, "params": bound});
-        let result = database.query(&id, statement, &bound);
+        let result = host.query(&id, statement, &bound);
         let (outcome, output, t_ms) = match &result {
             Ok(result) => (success(), Some(statement_output(result).to_string()), Some(result.elapsed_ms)),
             Err(SqlError::Failed(message) | SqlError::Refused(message)) => {

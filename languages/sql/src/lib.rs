@@ -26,24 +26,31 @@
 //! - [`codes`]: the closed sets, declared once;
 //! - [`describe`]: the Language's self-description and guides.
 //!
-//! The logic is plain Rust over two small traits ([`analyze::Catalog`],
-//! [`execute::Database`]), so it is tested natively; on `wasm32` the same
-//! code is exported as a component whose catalog and database are the
-//! host's imports.
+//! [`Sql`] implements the guest SDK's [`Language`] over its [`Catalog`]
+//! and [`Effects`] (statements run through [`Effects::query`], the host's
+//! `sql` import), so the logic is plain Rust tested natively with a fake
+//! catalog and a scripted database; on `wasm32`,
+//! [`pilotage_guest_sdk::export!`] makes it the component's exports, with
+//! the host's imports behind those traits. The analyzer reads the catalog
+//! through its own narrow view, [`analyze::Catalog`], which every SDK
+//! catalog is (see [`validate`]).
 //!
 //! ```
-//! use sql::analyze::Catalog;
-//! use pilotage_guest_sdk::CatalogEntry;
+//! use pilotage_guest_sdk::{Catalog, CatalogEntry, Language};
 //! struct Empty;
 //! impl Catalog for Empty {
-//!     fn get(&self, _: &str) -> Option<CatalogEntry> { None }
-//!     fn ids(&self, _: &str) -> Vec<String> { Vec::new() }
+//!     fn entry(&self, _: &str) -> Option<CatalogEntry> { None }
+//!     fn ids(&self) -> Vec<String> { Vec::new() }
 //! }
-//! let validation = sql::validate::validate("SELECT 1 AS one", &Empty);
+//! let validation = sql::Sql::validate("SELECT 1 AS one", None, &Empty);
 //! assert!(validation.diagnostics.is_empty());
 //! assert_eq!(validation.statements, ["SELECT 1 AS one"]);
 //! assert_eq!(validation.plan.unwrap().steps[0].id, "stmt-1");
 //! ```
+
+use pilotage_guest_sdk::diag::{INPUT_BINDING, error_at};
+use pilotage_guest_sdk::{Catalog, Diagnostic, Effects, Language, LanguageInfo, RunRequest, RunResult, Validation};
+use serde_json::Value;
 
 pub mod analyze;
 pub mod codes;
@@ -62,67 +69,44 @@ mod tests;
 // One fresh instance per call: see the guest SDK's `alloc` module.
 pilotage_guest_sdk::use_language_allocator!();
 
-#[cfg(target_arch = "wasm32")]
-#[allow(unsafe_code)] // wit-bindgen's export glue
-mod component {
-    use pilotage_guest_sdk::bindings::pilotage::language::sql::{self, QueryResult, SqlError};
-    use pilotage_guest_sdk::{CatalogEntry, Diagnostic, Guest, LanguageInfo, RunRequest, RunResult, Validation, host};
-    use serde_json::Value;
+/// sql/postgres-15, exported as the component by
+/// [`export!`](pilotage_guest_sdk::export) below.
+pub struct Sql;
 
-    struct HostCatalog;
+pilotage_guest_sdk::export!(Sql);
 
-    impl crate::analyze::Catalog for HostCatalog {
-        fn get(&self, id: &str) -> Option<CatalogEntry> {
-            host::catalog_get(id)
-        }
-        fn ids(&self, kind: &str) -> Vec<String> {
-            host::catalog_ids(Some(kind))
+/// `input` (JSON text) parsed, or the `input_binding` message.
+fn parse_input(input: Option<&str>) -> Result<Option<Value>, String> {
+    input.map(serde_json::from_str::<Value>).transpose().map_err(|error| format!("input is not JSON: {error}"))
+}
+
+impl Language for Sql {
+    /// The self-description and guides (Part II §5.1, §5.2).
+    fn describe() -> LanguageInfo {
+        describe::language_info()
+    }
+
+    /// Diagnostics, plan, references and the statements the program may
+    /// run (Part II §5.5, §5.6, §6.4; Part IV §7).
+    fn validate(program: &str, _context: Option<&str>, catalog: &impl Catalog) -> Validation {
+        // Context binding is the host's job: sql/postgres-15 declares no
+        // context_schema, so the host reports any supplied context.
+        validate::validate(program, catalog)
+    }
+
+    /// `input` against the program's parameters (Part II §6.5.5); input
+    /// that is not JSON is one finding at the root.
+    fn bind_input(program: &str, input: Option<&str>) -> Vec<Diagnostic> {
+        match parse_input(input) {
+            Ok(input) => validate::bind_input(program, input.as_ref()),
+            Err(message) => vec![error_at(INPUT_BINDING, "", message)],
         }
     }
 
-    struct HostDatabase;
-
-    impl crate::execute::Database for HostDatabase {
-        fn query(&mut self, step_id: &str, statement: &str, params: &Value) -> Result<QueryResult, SqlError> {
-            sql::query(step_id, statement, &params.to_string())
-        }
+    /// Runs the validated statements (Part II §6.5); input that is not
+    /// JSON runs as absent.
+    fn execute(request: &RunRequest, host: &mut (impl Catalog + Effects)) -> RunResult {
+        let input = parse_input(request.input.as_deref()).ok().flatten();
+        execute::execute(&request.program, input.as_ref(), host)
     }
-
-    fn parse_input(input: Option<&str>) -> Result<Option<Value>, String> {
-        input.map(serde_json::from_str::<Value>).transpose().map_err(|error| format!("input is not JSON: {error}"))
-    }
-
-    struct Sql;
-
-    impl Guest for Sql {
-        fn describe() -> LanguageInfo {
-            crate::describe::language_info()
-        }
-
-        fn validate(program: String, _context: Option<String>) -> Validation {
-            // Context binding is the host's job: sql/postgres-15 declares no
-            // context_schema, so the host reports any supplied context.
-            crate::validate::validate(&program, &HostCatalog)
-        }
-
-        fn bind_input(program: String, input: Option<String>) -> Vec<Diagnostic> {
-            match parse_input(input.as_deref()) {
-                Ok(input) => crate::validate::bind_input(&program, input.as_ref()),
-                Err(message) => {
-                    vec![pilotage_guest_sdk::diag::error_at(pilotage_guest_sdk::diag::INPUT_BINDING, "", message)]
-                }
-            }
-        }
-
-        fn execute(request: RunRequest) -> RunResult {
-            let input = parse_input(request.input.as_deref()).ok().flatten();
-            crate::execute::execute(&request.program, input.as_ref(), &HostCatalog, &mut HostDatabase)
-        }
-
-        fn deploy(_request: RunRequest) -> pilotage_guest_sdk::DeployResult {
-            pilotage_guest_sdk::diag::does_not_deploy()
-        }
-    }
-
-    pilotage_guest_sdk::export_language!(Sql);
 }

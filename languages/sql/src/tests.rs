@@ -5,15 +5,17 @@
 
 use std::collections::BTreeMap;
 
-use pilotage_guest_sdk::bindings::pilotage::language::sql::{Column, QueryResult, SqlError};
 use pilotage_guest_sdk::diag::{DESTRUCTIVE, SAFE, WRITE};
-use pilotage_guest_sdk::{CatalogEntry, Diagnostic, Locator, RiskHints, Severity, Validation};
+use pilotage_guest_sdk::{
+    Catalog, CatalogEntry, Column, Diagnostic, Effects, InvokeError, Language, Locator, QueryResult, RiskHints,
+    RunRequest, Severity, SqlError, Validation,
+};
 use serde_json::{Value, json};
 
-use crate::analyze::Catalog;
+use crate::Sql;
 use crate::codes;
 use crate::entry_id::relation_id;
-use crate::execute::{Database, execute};
+use crate::execute::execute;
 use crate::validate::{bind_input, validate};
 
 struct TestCatalog(BTreeMap<String, CatalogEntry>);
@@ -50,11 +52,11 @@ fn catalog() -> TestCatalog {
 }
 
 impl Catalog for TestCatalog {
-    fn get(&self, id: &str) -> Option<CatalogEntry> {
+    fn entry(&self, id: &str) -> Option<CatalogEntry> {
         self.0.get(id).cloned()
     }
-    fn ids(&self, kind: &str) -> Vec<String> {
-        self.0.values().filter(|e| e.kind == kind).map(|e| e.id.clone()).collect()
+    fn ids(&self) -> Vec<String> {
+        self.0.keys().cloned().collect()
     }
 }
 
@@ -427,8 +429,8 @@ fn relations_are_qualified_with_their_exact_names() {
 
 #[test]
 fn execution_sends_the_qualified_statements() {
-    let mut database = Scripted { answers: vec![Ok(rows(&["name"], json!([["Ada"]])))], calls: vec![] };
-    let result = execute("SELECT name FROM customers LIMIT 1", None, &catalog(), &mut database);
+    let mut database = scripted(vec![Ok(rows(&["name"], json!([["Ada"]])))]);
+    let result = execute("SELECT name FROM customers LIMIT 1", None, &mut database);
     assert!(result.outcome.ok, "{:?}", result.outcome);
     assert_eq!(database.calls[0].1, "SELECT name FROM \"pilotage_demo\".\"customers\" LIMIT 1");
     let input: Value = serde_json::from_str(result.steps[0].input.as_deref().unwrap()).unwrap();
@@ -448,13 +450,66 @@ fn input_binding_follows_the_documented_convention() {
     assert!(!bind_input("SELECT 1", Some(&json!([1]))).is_empty());
 }
 
-/// A scripted database: answers each statement in turn, recording calls.
+/// The exports as the host calls them, through the SDK's `Language`:
+/// input arrives as JSON text; text that is not JSON is a finding at
+/// binding and runs as absent.
+#[test]
+fn the_exports_read_input_as_json_text() {
+    let text = "SELECT name FROM customers WHERE id = $1";
+    assert!(Sql::bind_input(text, Some("[1]")).is_empty());
+    let broken = Sql::bind_input(text, Some("[1"));
+    assert_eq!((broken.len(), broken[0].code.as_str()), (1, "input_binding"));
+    assert_eq!(broken[0].path, Locator::Pointer(String::new()));
+    assert!(broken[0].message.starts_with("input is not JSON: "), "{}", broken[0].message);
+    let run = |input: &str| {
+        let request = RunRequest {
+            program: text.into(),
+            input: Some(input.into()),
+            context: None,
+            test_run: false,
+            deploy: false,
+        };
+        let mut database = scripted(vec![Ok(rows(&["name"], json!([["Ada"]])))]);
+        (Sql::execute(&request, &mut database), database.calls)
+    };
+    let (result, calls) = run("[7]");
+    assert!(result.outcome.ok, "{:?}", result.outcome);
+    assert_eq!(calls[0].2, json!([7]));
+    let (result, calls) = run("[7");
+    assert_eq!(result.outcome.error.as_deref(), Some("the input does not bind to the program's parameters"));
+    assert!(calls.is_empty());
+    assert_eq!(Sql::describe(), crate::describe::language_info());
+    assert_eq!(Sql::validate(text, None, &catalog()), check(text));
+}
+
+/// A scripted database over the test catalog: answers each statement in
+/// turn, recording calls.
 struct Scripted {
+    catalog: TestCatalog,
     answers: Vec<Result<QueryResult, SqlError>>,
     calls: Vec<(String, String, Value)>,
 }
 
-impl Database for Scripted {
+fn scripted(answers: Vec<Result<QueryResult, SqlError>>) -> Scripted {
+    Scripted { catalog: catalog(), answers, calls: vec![] }
+}
+
+impl Catalog for Scripted {
+    fn entry(&self, id: &str) -> Option<CatalogEntry> {
+        self.catalog.entry(id)
+    }
+    fn ids(&self) -> Vec<String> {
+        self.catalog.ids()
+    }
+}
+
+impl Effects for Scripted {
+    fn invoke(&mut self, _step_id: &str, entry_id: &str, _input: &Value) -> Result<Value, InvokeError> {
+        Err(InvokeError::Refused(format!("sql/postgres-15 calls no entry, not even {entry_id}")))
+    }
+    fn now(&self) -> u64 {
+        0
+    }
     fn query(&mut self, step_id: &str, statement: &str, params: &Value) -> Result<QueryResult, SqlError> {
         self.calls.push((step_id.into(), statement.into(), params.clone()));
         self.answers.remove(0)
@@ -475,11 +530,9 @@ fn rows(columns: &[&str], rows: Value) -> QueryResult {
 #[test]
 fn execution_traces_statements_and_references_as_planned() {
     let text = "SELECT count(*) AS n FROM customers; SELECT c.name, o.status FROM customers c JOIN orders o ON o.customer_id = c.id WHERE c.id = $1 LIMIT 2";
-    let mut database = Scripted {
-        answers: vec![Ok(rows(&["n"], json!([[3]]))), Ok(rows(&["name", "status"], json!([["Ada", "shipped"]])))],
-        calls: vec![],
-    };
-    let result = execute(text, Some(&json!([7])), &catalog(), &mut database);
+    let mut database =
+        scripted(vec![Ok(rows(&["n"], json!([[3]]))), Ok(rows(&["name", "status"], json!([["Ada", "shipped"]])))]);
+    let result = execute(text, Some(&json!([7])), &mut database);
     assert!(result.outcome.ok, "{:?}", result.outcome);
     let plan = check(text).plan.unwrap();
     let planned: Vec<(String, Option<String>)> = plan.steps.into_iter().map(|s| (s.id, s.calls)).collect();
@@ -500,14 +553,11 @@ fn execution_traces_statements_and_references_as_planned() {
 #[test]
 fn a_failed_statement_stops_the_run_as_rolled_back_with_the_trace_so_far() {
     let text = "SELECT count(*) FROM customers; SELECT count(*) FROM orders; SELECT count(*) FROM order_lines";
-    let mut database = Scripted {
-        answers: vec![
-            Ok(rows(&["count"], json!([[3]]))),
-            Err(SqlError::Failed("canceling statement due to statement timeout".into())),
-        ],
-        calls: vec![],
-    };
-    let result = execute(text, None, &catalog(), &mut database);
+    let mut database = scripted(vec![
+        Ok(rows(&["count"], json!([[3]]))),
+        Err(SqlError::Failed("canceling statement due to statement timeout".into())),
+    ]);
+    let result = execute(text, None, &mut database);
     assert_eq!(result.outcome.status, codes::ROLLED_BACK);
     assert!(!result.outcome.ok);
     let ids: Vec<&str> = result.steps.iter().map(|s| s.id.as_str()).collect();
@@ -630,8 +680,8 @@ fn update_and_upsert_are_destructive_and_insert_is_a_write() {
         codes::READ_ONLY_RELATION,
     );
     // The reference sub-step's access in the trace says which.
-    let mut database = Scripted { answers: vec![Ok(rows(&[], json!([])))], calls: vec![] };
-    let result = execute("UPDATE scratch.notes SET body = 'x' WHERE id = 1", None, &catalog(), &mut database);
+    let mut database = scripted(vec![Ok(rows(&[], json!([])))]);
+    let result = execute("UPDATE scratch.notes SET body = 'x' WHERE id = 1", None, &mut database);
     let input: Value = serde_json::from_str(result.steps[1].input.as_deref().unwrap()).unwrap();
     assert_eq!(input["access"], "update");
 }

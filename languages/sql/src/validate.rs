@@ -11,10 +11,10 @@
 //! once per statement.
 
 use pilotage_guest_sdk::diag::{aggregate, error_in};
-use pilotage_guest_sdk::{CatalogEntry, Diagnostic, Plan, PlanStep, Severity, Validation};
+use pilotage_guest_sdk::{Catalog, CatalogEntry, Diagnostic, Plan, PlanStep, Severity, Validation};
 use serde_json::Value;
 
-use crate::analyze::{Analysis, Analyzer, Catalog, Class, Relations};
+use crate::analyze::{Analysis, Analyzer, Class, Relations};
 use crate::codes;
 use crate::params::{bind, statement_parameters};
 use crate::program::{Program, parse, render};
@@ -36,9 +36,22 @@ pub struct Checked {
     pub runnable: Vec<Option<String>>,
 }
 
+/// The analyzer reads the visible catalog through its own narrow view
+/// ([`crate::analyze::Catalog`]: an entry, the ids of one kind). Every SDK
+/// catalog is one, its ids of a kind being [`Catalog::ids_of_kind`] (the
+/// host's `ids` with that kind in the component).
+impl<C: Catalog + ?Sized> crate::analyze::Catalog for C {
+    fn get(&self, id: &str) -> Option<CatalogEntry> {
+        self.entry(id)
+    }
+    fn ids(&self, kind: &str) -> Vec<String> {
+        self.ids_of_kind(kind)
+    }
+}
+
 /// Parses and analyzes `text` against `catalog`: every finding, and the
 /// analysis when the text parses.
-pub fn check(text: &str, catalog: &dyn Catalog) -> (Option<Checked>, Vec<Diagnostic>) {
+pub fn check(text: &str, catalog: &impl Catalog) -> (Option<Checked>, Vec<Diagnostic>) {
     let program = match parse(text) {
         Ok(program) => program,
         Err(diagnostic) => return (None, vec![diagnostic]),
@@ -121,7 +134,7 @@ pub fn check(text: &str, catalog: &dyn Catalog) -> (Option<Checked>, Vec<Diagnos
 /// program its plan, references and the statements it may run (rendered
 /// from the parse tree, comments dropped, every catalog relation
 /// schema-qualified as it resolved: `"schema"."relation"`).
-pub fn validate(text: &str, catalog: &dyn Catalog) -> Validation {
+pub fn validate(text: &str, catalog: &impl Catalog) -> Validation {
     let (checked, diagnostics) = check(text, catalog);
     let valid = !diagnostics.iter().any(|d| d.severity == Severity::Error);
     let Some(checked) = checked.filter(|_| valid) else {
@@ -187,10 +200,10 @@ pub fn plan(checked: &Checked) -> Plan {
 struct NoCatalog;
 
 impl Catalog for NoCatalog {
-    fn get(&self, _id: &str) -> Option<CatalogEntry> {
+    fn entry(&self, _id: &str) -> Option<CatalogEntry> {
         None
     }
-    fn ids(&self, _kind: &str) -> Vec<String> {
+    fn ids(&self) -> Vec<String> {
         Vec::new()
     }
 }

@@ -122,7 +122,7 @@ fn the_chart_settings_file_is_one_the_server_accepts() {
     // The production values' policy of tenant acme reached the file as
     // `[policies.acme]` and reads as the server's policy.
     let acme = production.policies.get("acme").expect("acme's policy in the settings file");
-    assert_eq!(acme.rules[0].decision, pilotage_server::policy::Decision::Approve);
+    assert_eq!(acme.rules[0].decision, pilotage_server::policy::Ruling::Approve);
     assert_eq!((acme.budgets[0].runs, acme.budgets[0].window_s), (20, 3600));
 
     // Default values take the issuers from a Secret (PILOTAGE_JWT_ISSUERS):
@@ -138,18 +138,26 @@ fn the_chart_settings_file_is_one_the_server_accepts() {
     assert!(default.listen.ip().is_unspecified(), "{}", default.listen);
 }
 
-/// Every `PILOTAGE_*` name the binary's sources mention as a string.
+/// Every `PILOTAGE_*` name the binary's sources mention as a string (the
+/// settings are a folder: every file of it).
 fn variables_read_by_the_binary() -> String {
-    [
-        "platform/cli/src/main.rs",
-        "platform/cli/src/commands/serve.rs",
-        "platform/server/src/settings.rs",
-        "platform/store/src/sealing.rs",
-        "platform/server/src/telemetry/logs.rs",
-    ]
-    .iter()
-    .map(|file| std::fs::read_to_string(repository().join(file)).expect("the binary's sources"))
-    .collect()
+    let settings = repository().join("platform/server/src/settings");
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(&settings)
+        .expect("the settings' folder")
+        .map(|entry| entry.expect("a settings file").path())
+        .collect();
+    assert!(files.len() > 1, "no settings files under {}", settings.display());
+    files.extend(
+        [
+            "platform/cli/src/main.rs",
+            "platform/cli/src/commands/serve.rs",
+            "platform/store/src/sealing.rs",
+            "platform/server/src/telemetry/logs.rs",
+        ]
+        .iter()
+        .map(|file| repository().join(file)),
+    );
+    files.iter().map(|file| std::fs::read_to_string(file).expect("the binary's sources")).collect()
 }
 
 #[test]

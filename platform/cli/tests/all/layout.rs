@@ -1,9 +1,11 @@
 //! The layout's invariants, read from the sources themselves
 //! (docs/architecture.md, "Crates"): no import cycle among the files of
 //! any crate of the workspace, nor among its top-level modules (a crate's
-//! folders are floors whose arrows only point down), and the reference
-//! client and conformance runner (`pilotage-client`) free of wasmtime and
-//! sqlx.
+//! folders are floors whose arrows only point down), files and functions
+//! a reader can hold (at most [`MAX_FILE_LINES`] lines of code before a
+//! file's tests, at most [`MAX_FUNCTION_LINES`] lines per function outside
+//! tests), and the reference client and conformance runner
+//! (`pilotage-client`) free of wasmtime and sqlx.
 //!
 //! Imports are read as a reader of the code would: `use` lines and
 //! `crate::`/`super::`/`self::` paths anywhere in a file, a `use` of a
@@ -120,6 +122,25 @@ fn read_crate(src: &Path) -> CrateFiles {
     CrateFiles { files, texts }
 }
 
+/// The offset of the brace closing the one at `open` (the end of `bytes`
+/// when it is never closed).
+fn closing_brace(bytes: &[u8], open: usize) -> usize {
+    let mut depth = 0usize;
+    for (index, byte) in bytes.iter().enumerate().skip(open) {
+        match byte {
+            b'{' => depth += 1,
+            b'}' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return index;
+                }
+            }
+            _ => {}
+        }
+    }
+    bytes.len()
+}
+
 /// The inline modules of a file (`mod name { … }`), as (start, end, name)
 /// byte ranges of their bodies, so a `super::` inside `mod tests` means the
 /// file's own module.
@@ -141,21 +162,7 @@ fn inline_modules(text: &str) -> Vec<(usize, usize, String)> {
             continue;
         }
         let open = search + length + (rest[length..].len() - after.len());
-        let mut depth = 0usize;
-        let mut end = bytes.len();
-        for (index, byte) in bytes.iter().enumerate().skip(open) {
-            match byte {
-                b'{' => depth += 1,
-                b'}' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        end = index;
-                        break;
-                    }
-                }
-                _ => {}
-            }
-        }
+        let end = closing_brace(bytes, open);
         found.push((open, end, name.to_owned()));
     }
     found
@@ -517,6 +524,163 @@ fn the_cycle_reader_finds_a_cycle_through_a_reexport() {
         found[0].iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
     names.sort();
     assert_eq!(names, ["b.rs", "inner.rs"]);
+}
+
+/// The most lines of a source file before its tests (`#[cfg(test)] mod
+/// tests`); files named `tests.rs` are tests.
+const MAX_FILE_LINES: usize = 900;
+/// The most lines of one function outside tests, from its `fn` line to its
+/// closing brace.
+const MAX_FUNCTION_LINES: usize = 150;
+
+/// `text` with comments, string and character literals blanked (newlines
+/// kept, so lines and byte offsets stay those of `text`): what is left are
+/// the braces that shape the code.
+fn masked(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = bytes.to_vec();
+    let blank = |out: &mut Vec<u8>, from: usize, to: usize| {
+        for byte in &mut out[from..to.min(bytes.len())] {
+            if *byte != b'\n' {
+                *byte = b' ';
+            }
+        }
+    };
+    let mut index = 0;
+    while index < bytes.len() {
+        let rest = &bytes[index..];
+        let end = if rest.starts_with(b"//") {
+            index + rest.iter().position(|b| *b == b'\n').unwrap_or(rest.len())
+        } else if rest.starts_with(b"/*") {
+            index + rest.windows(2).position(|w| w == b"*/").map_or(rest.len(), |end| end + 2)
+        } else if rest.starts_with(b"r#\"") || rest.starts_with(b"r\"") {
+            let hashes = rest[1..].iter().take_while(|b| **b == b'#').count();
+            let close: Vec<u8> = std::iter::once(b'"').chain(std::iter::repeat_n(b'#', hashes)).collect();
+            let body = 2 + hashes;
+            index
+                + body
+                + rest[body..]
+                    .windows(close.len())
+                    .position(|w| w == close)
+                    .map_or(rest.len() - body, |end| end + close.len())
+        } else if rest[0] == b'"' {
+            let mut end = 1;
+            while end < rest.len() && rest[end] != b'"' {
+                end += if rest[end] == b'\\' { 2 } else { 1 };
+            }
+            index + (end + 1).min(rest.len())
+        } else if rest[0] == b'\'' && rest.len() > 2 && (rest[2] == b'\'' || rest[1] == b'\\') {
+            // A character literal ('{', '\''), not a lifetime.
+            let from = if rest[1] == b'\\' { 3 } else { 2 };
+            index + rest[from..].iter().position(|b| *b == b'\'').map_or(rest.len(), |end| from + end + 1)
+        } else {
+            index += 1;
+            continue;
+        };
+        blank(&mut out, index, end);
+        index = end.max(index + 1);
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The code of a file before its unit tests.
+fn before_tests(masked: &str) -> &str {
+    let mut search = 0;
+    while let Some(found) = masked[search..].find("#[cfg(test)]") {
+        let at = search + found;
+        if masked[at + "#[cfg(test)]".len()..].trim_start().starts_with("mod ") {
+            return &masked[..at];
+        }
+        search = at + 1;
+    }
+    masked
+}
+
+/// The functions of `code` (masked) longer than `limit` lines: (name,
+/// lines). A function without a body (a trait's declaration) has none.
+fn long_functions(code: &str, limit: usize) -> Vec<(String, usize)> {
+    let bytes = code.as_bytes();
+    let mut found = Vec::new();
+    let mut offset = 0;
+    for line in code.split_inclusive('\n') {
+        let start = offset;
+        offset += line.len();
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let Some(at) = words.iter().position(|word| *word == "fn") else { continue };
+        let qualifiers = &words[..at];
+        if !qualifiers.iter().all(|word| {
+            word.starts_with("pub") || matches!(*word, "async" | "const" | "unsafe" | "extern" | "\"C\"" | "default")
+        }) {
+            continue;
+        }
+        let Some(name) = words.get(at + 1) else { continue };
+        let name: String = name.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+        // The body opens at the first `{` outside parentheses; a `;` first
+        // means no body.
+        let mut depth = 0i32;
+        let mut open = None;
+        for (index, byte) in bytes.iter().enumerate().skip(start) {
+            match byte {
+                b'(' | b'[' => depth += 1,
+                b')' | b']' => depth -= 1,
+                b';' if depth == 0 => break,
+                b'{' if depth == 0 => {
+                    open = Some(index);
+                    break;
+                }
+                _ => {}
+            }
+        }
+        let Some(open) = open else { continue };
+        let close = closing_brace(bytes, open);
+        let lines = code[start..close].matches('\n').count() + 1;
+        if lines > limit {
+            found.push((name, lines));
+        }
+    }
+    found
+}
+
+#[test]
+fn no_source_file_or_function_is_too_long_to_read() {
+    let root = repository();
+    let mut found = Vec::new();
+    for src in crate_sources(&root) {
+        let mut paths = Vec::new();
+        rust_files(&src, &mut paths);
+        for path in paths.iter().filter(|path| path.file_name().is_some_and(|name| name != "tests.rs")) {
+            let text = masked(&std::fs::read_to_string(path).unwrap());
+            let code = before_tests(&text);
+            let shown = path.strip_prefix(&root).unwrap_or(path).display().to_string();
+            let lines = code.lines().count();
+            if lines > MAX_FILE_LINES {
+                found.push(format!("{shown}: {lines} lines before its tests (at most {MAX_FILE_LINES})"));
+            }
+            for (name, lines) in long_functions(code, MAX_FUNCTION_LINES) {
+                found.push(format!("{shown}: fn {name} is {lines} lines (at most {MAX_FUNCTION_LINES})"));
+            }
+        }
+    }
+    assert!(found.is_empty(), "too long to read:\n{}", found.join("\n"));
+}
+
+/// Both polarities of the length reader: a function one line over the
+/// bound is found, one at it is not, braces in strings, comments and
+/// character literals do not count, and a trait's bodiless `fn` is none.
+#[test]
+fn the_length_reader_measures_functions_from_fn_to_closing_brace() {
+    let body = |lines: usize| "    let _ = '{';\n".repeat(lines - 2);
+    let text = format!(
+        "pub(crate) async fn long() {{\n{}}}\nfn fits() -> u8 {{ // }}}}\n{}}}\ntrait T {{\n    fn declared(&self);\n}}\nconst S: &str = \"fn fake() {{\";\n#[cfg(test)]\nmod tests {{\n    fn test_only() {{\n{}    }}\n}}\n",
+        body(11),
+        body(10),
+        body(30)
+    );
+    let code = masked(&text);
+    let code = before_tests(&code);
+    assert_eq!(long_functions(code, 10), [("long".to_owned(), 11)]);
+    assert_eq!(long_functions(code, 11), []);
+    assert!(!code.contains("test_only"), "a file's tests are not measured");
 }
 
 /// Packages `package` depends on, directly or not, as Cargo.lock records

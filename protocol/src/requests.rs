@@ -65,6 +65,35 @@ pub struct ExecuteRequest {
     /// `immediate` or `deploy`, for `execution: both` Languages.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
+    /// The platform's `x-assertions` extension ([`crate::assertions`]),
+    /// read by the server against the plan (docs/assertions.md).
+    #[serde(
+        rename = "x-assertions",
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::present"
+    )]
+    pub assertions: Option<serde_json::Value>,
+}
+
+impl ExecuteRequest {
+    /// Reads an execute tool's arguments (Part III §4.4), whose program
+    /// travels under `program_argument`, the Language's declared name for
+    /// it: that member becomes [`Self::program`], and a member literally
+    /// named `program` of a Language that names it otherwise is ignored
+    /// like any other unknown member. The program is copied once; nothing
+    /// else of it is read here.
+    ///
+    /// # Errors
+    /// serde's error when a reserved member has the wrong JSON type (a
+    /// structural fault, Part III §7.1).
+    pub fn from_arguments(arguments: &serde_json::Value, program_argument: &str) -> Result<Self, serde_json::Error> {
+        let mut request = Self::deserialize(arguments)?;
+        if program_argument != "program" {
+            request.program = arguments.get(program_argument).cloned();
+        }
+        Ok(request)
+    }
 }
 
 /// An execute response (Part II §6.5).

@@ -122,11 +122,11 @@ pub trait Approver: Send + Sync {
     fn approve(&self, request: &ApprovalRequest) -> bool;
 }
 
-/// Why an `--approve` value could not be read as a [`Policy`].
+/// Why an `--approve` value could not be read as a [`HostPolicy`].
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum PolicyError {
-    /// Occurs when a word of the value is not one [`Policy::parse`] knows.
+pub enum HostPolicyError {
+    /// Occurs when a word of the value is not one [`HostPolicy::parse`] knows.
     #[error("unknown approval '{word}': use none, all, destructive, open-world, unknown")]
     UnknownApproval {
         /// The word.
@@ -136,7 +136,7 @@ pub enum PolicyError {
 
 /// A standing Host policy (the `--approve` flag).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Policy {
+pub struct HostPolicy {
     /// Approve destructive plans.
     pub destructive: bool,
     /// Approve open-world plans.
@@ -145,29 +145,29 @@ pub struct Policy {
     pub unknown: bool,
 }
 
-impl Policy {
+impl HostPolicy {
     /// Parses `--approve` values: `none`, `all`, or a comma list of
     /// `destructive`, `open-world`, `unknown`.
     ///
     /// # Errors
-    /// [`PolicyError::UnknownApproval`] naming an unknown word.
-    pub fn parse(text: &str) -> Result<Policy, PolicyError> {
-        let mut policy = Policy::default();
+    /// [`HostPolicyError::UnknownApproval`] naming an unknown word.
+    pub fn parse(text: &str) -> Result<HostPolicy, HostPolicyError> {
+        let mut policy = HostPolicy::default();
         for word in text.split(',').map(str::trim).filter(|w| !w.is_empty()) {
             match word {
                 "none" => {}
-                "all" => policy = Policy { destructive: true, open_world: true, unknown: true },
+                "all" => policy = HostPolicy { destructive: true, open_world: true, unknown: true },
                 "destructive" => policy.destructive = true,
                 "open-world" | "openWorld" => policy.open_world = true,
                 "unknown" => policy.unknown = true,
-                other => return Err(PolicyError::UnknownApproval { word: other.to_owned() }),
+                other => return Err(HostPolicyError::UnknownApproval { word: other.to_owned() }),
             }
         }
         Ok(policy)
     }
 }
 
-impl Approver for Policy {
+impl Approver for HostPolicy {
     fn approve(&self, request: &ApprovalRequest) -> bool {
         let hints = request.risk.hints();
         let destructive_ok = hints.is_none_or(|h| !h.destructive) || self.destructive;
@@ -232,23 +232,23 @@ mod tests {
         let missing = request(RiskSource::Missing("no plan and no references".into()));
         assert!(missing.required());
         assert!(!Refuse.approve(&missing));
-        assert!(!Policy::parse("destructive,open-world").unwrap().approve(&missing));
-        assert!(Policy::parse("unknown").unwrap().approve(&missing));
+        assert!(!HostPolicy::parse("destructive,open-world").unwrap().approve(&missing));
+        assert!(HostPolicy::parse("unknown").unwrap().approve(&missing));
     }
 
     #[test]
     fn policies_approve_only_what_they_name() {
         let destructive = request(RiskSource::Plan(RiskHints::DESTRUCTIVE));
-        assert!(!Policy::parse("none").unwrap().approve(&destructive));
-        assert!(!Policy::parse("open-world").unwrap().approve(&destructive));
-        assert!(Policy::parse("destructive").unwrap().approve(&destructive));
-        assert!(Policy::parse("all").unwrap().approve(&destructive));
-        assert!(Policy::parse("everything").is_err());
+        assert!(!HostPolicy::parse("none").unwrap().approve(&destructive));
+        assert!(!HostPolicy::parse("open-world").unwrap().approve(&destructive));
+        assert!(HostPolicy::parse("destructive").unwrap().approve(&destructive));
+        assert!(HostPolicy::parse("all").unwrap().approve(&destructive));
+        assert!(HostPolicy::parse("everything").is_err());
     }
 
     #[test]
     fn an_unknown_approval_word_is_named_with_the_words_there_are() {
-        let error = Policy::parse("destructive, everything").unwrap_err();
+        let error = HostPolicy::parse("destructive, everything").unwrap_err();
         assert_eq!(error.to_string(), "unknown approval 'everything': use none, all, destructive, open-world, unknown");
     }
 
@@ -267,6 +267,6 @@ mod tests {
         let mut asked = request(RiskSource::PromotedEntry(RiskHints::SAFE));
         asked.unknown_authority = true;
         assert!(asked.required());
-        assert!(!Policy::default().approve(&asked));
+        assert!(!HostPolicy::default().approve(&asked));
     }
 }

@@ -85,7 +85,7 @@ pub struct EgressPolicy {
 /// member.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum PolicyError {
+pub enum EgressPolicyError {
     /// Occurs when an `allow` entry is neither a CIDR nor a host name.
     #[error("egress.allow[{index}]: '{entry}' is neither a CIDR nor a host name (or '*.' and one)")]
     Allow {
@@ -156,12 +156,12 @@ impl EgressPolicy {
     /// Checks every member.
     ///
     /// # Errors
-    /// [`PolicyError`] naming the first bad member.
-    pub fn check(&self) -> Result<(), PolicyError> {
+    /// [`EgressPolicyError`] naming the first bad member.
+    pub fn check(&self) -> Result<(), EgressPolicyError> {
         self.parse().map(drop)
     }
 
-    fn parse(&self) -> Result<Parsed, PolicyError> {
+    fn parse(&self) -> Result<Parsed, EgressPolicyError> {
         let mut parsed = Parsed { listed: !self.allow.is_empty(), ..Parsed::default() };
         for (index, entry) in self.allow.iter().enumerate() {
             if let Some(net) = parse_net(entry) {
@@ -169,7 +169,7 @@ impl EgressPolicy {
             } else if is_name_pattern(entry) {
                 parsed.names.push(normal_name(entry));
             } else {
-                return Err(PolicyError::Allow { index, entry: entry.clone() });
+                return Err(EgressPolicyError::Allow { index, entry: entry.clone() });
             }
         }
         if let Some(prefix) = &self.mqtt_topic_prefix {
@@ -178,7 +178,7 @@ impl EgressPolicy {
                 || prefix.ends_with('/')
                 || prefix.contains(['+', '#', '\0']);
             if bad {
-                return Err(PolicyError::Prefix(prefix.clone()));
+                return Err(EgressPolicyError::Prefix(prefix.clone()));
             }
             parsed.mqtt_topic_prefix = Some(prefix.clone());
         }
@@ -394,8 +394,8 @@ impl Confinement {
     /// Replaces the tenant's policy.
     ///
     /// # Errors
-    /// [`PolicyError`] when it does not check; the old policy stays.
-    pub fn set_policy(&self, policy: EgressPolicy) -> Result<(), PolicyError> {
+    /// [`EgressPolicyError`] when it does not check; the old policy stays.
+    pub fn set_policy(&self, policy: EgressPolicy) -> Result<(), EgressPolicyError> {
         let parsed = policy.parse()?;
         *self.rules.policy.write().unwrap_or_else(|p| p.into_inner()) = (policy, parsed);
         self.rules.generation.fetch_add(1, Ordering::SeqCst);
@@ -596,7 +596,7 @@ mod tests {
     #[test]
     fn policies_and_prefixes_are_checked() {
         let bad = EgressPolicy { allow: vec!["10.0.0.0/33".into()], mqtt_topic_prefix: None };
-        assert!(matches!(bad.check(), Err(PolicyError::Allow { index: 0, .. })));
+        assert!(matches!(bad.check(), Err(EgressPolicyError::Allow { index: 0, .. })));
         for prefix in ["", "$SYS", "a/#", "a/+/b", "a/"] {
             let policy = EgressPolicy { allow: vec![], mqtt_topic_prefix: Some(prefix.into()) };
             assert!(policy.check().is_err(), "{prefix}");

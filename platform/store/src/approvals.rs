@@ -46,7 +46,7 @@ pub struct ApprovalRow {
 
 /// A decision on a pending approval.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Decision<'a> {
+pub struct ApprovalDecision<'a> {
     /// `approved` or `rejected`.
     pub state: &'a str,
     /// Who decides.
@@ -171,7 +171,12 @@ impl Store {
     ///
     /// # Errors
     /// [`StoreError`] when the write fails.
-    pub async fn approval_decide(&self, tenant: &str, id: &str, decision: &Decision<'_>) -> Result<bool, StoreError> {
+    pub async fn approval_decide(
+        &self,
+        tenant: &str,
+        id: &str,
+        decision: &ApprovalDecision<'_>,
+    ) -> Result<bool, StoreError> {
         let done = sqlx::query(
             "UPDATE approvals SET state = $1, decided_by = $2, decided_from = $3, decided_at = $4 WHERE tenant = $5 AND id = $6 AND state = 'pending' AND expires_at > $4",
         )

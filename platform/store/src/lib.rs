@@ -55,7 +55,7 @@ pub mod tasks;
 pub mod tenants;
 pub mod usage;
 
-pub use approvals::{ApprovalRow, Decision};
+pub use approvals::{ApprovalDecision, ApprovalRow};
 pub use audit::AuditRow;
 pub use backend::Backend;
 pub use data_sources::DataSourceRow;

@@ -120,7 +120,7 @@ pub(crate) fn read_program(path: &PathBuf) -> Result<Value> {
 }
 
 pub(crate) async fn client(args: ClientArgs) -> Result<ExitCode> {
-    use pilotage_client::gate::{Approver, Interactive, Policy, Refuse};
+    use pilotage_client::gate::{Approver, HostPolicy, Interactive, Refuse};
     use std::io::IsTerminal;
     let token = args.token.as_deref();
     match args.command {
@@ -176,7 +176,7 @@ pub(crate) async fn client(args: ClientArgs) -> Result<ExitCode> {
             let assertions = json_argument("--assertions", program_args.assertions.as_deref())?;
             let mut client = connect(&program_args.url, token).await?;
             let approver: Box<dyn Approver> = match &program_args.approve {
-                Some(policy) => Box::new(Policy::parse(policy)?),
+                Some(policy) => Box::new(HostPolicy::parse(policy)?),
                 None if std::io::stdin().is_terminal() => Box::new(Interactive),
                 None => Box::new(Refuse),
             };

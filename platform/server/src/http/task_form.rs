@@ -37,7 +37,7 @@ pub(super) enum Answer {
 
 /// What [`plan`] made of a request.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(super) struct Plan {
+pub(super) struct FormPlan {
     /// How its answer is rewritten, if it is.
     pub answer: Option<Answer>,
     /// The request gets the form's mark.
@@ -48,24 +48,24 @@ pub(super) struct Plan {
 
 /// The plan for one JSON-RPC request (`message`, changed in place where
 /// the plan says so); `in_session` when it carries `Mcp-Session-Id`.
-pub(super) fn plan(message: &mut Value, in_session: bool) -> Plan {
+pub(super) fn plan(message: &mut Value, in_session: bool) -> FormPlan {
     let Some(method) = message.get("method").and_then(Value::as_str) else {
-        return Plan::default();
+        return FormPlan::default();
     };
     if method == "initialize" {
-        return Plan { answer: Some(Answer::Initialize), ..Plan::default() };
+        return FormPlan { answer: Some(Answer::Initialize), ..FormPlan::default() };
     }
     if !in_session {
-        return Plan::default();
+        return FormPlan::default();
     }
     match method {
-        "tools/list" => Plan { answer: Some(Answer::ToolsList), mark: true, rewritten: false },
+        "tools/list" => FormPlan { answer: Some(Answer::ToolsList), mark: true, rewritten: false },
         "tools/call" => {
             let Some(params) = message.get_mut("params").and_then(Value::as_object_mut) else {
-                return Plan::default();
+                return FormPlan::default();
             };
             if params.remove("task").is_none() {
-                return Plan::default();
+                return FormPlan::default();
             }
             // rmcp answers a task handle only to a client that declared the
             // Tasks extension; this form's client asked for the task by
@@ -81,20 +81,20 @@ pub(super) fn plan(message: &mut Value, in_session: bool) -> Plan {
                     }
                 }
             }
-            Plan { answer: Some(Answer::Call), mark: true, rewritten: true }
+            FormPlan { answer: Some(Answer::Call), mark: true, rewritten: true }
         }
         "tasks/get" | "tasks/cancel" => {
             let ours =
                 message.pointer("/params/taskId").and_then(Value::as_str).is_some_and(|id| id.starts_with(ID_PREFIX));
             if !ours {
-                return Plan::default();
+                return FormPlan::default();
             }
             let renamed = if method == "tasks/get" { GET } else { CANCEL };
             message["method"] = Value::from(renamed);
-            Plan { answer: None, mark: true, rewritten: true }
+            FormPlan { answer: None, mark: true, rewritten: true }
         }
-        RESULT | LIST => Plan { answer: None, mark: true, rewritten: false },
-        _ => Plan::default(),
+        RESULT | LIST => FormPlan { answer: None, mark: true, rewritten: false },
+        _ => FormPlan::default(),
     }
 }
 
@@ -159,9 +159,9 @@ mod tests {
         let mut call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
             "params": {"name": "run_workflow", "arguments": {}, "task": {"ttl": 60000}}});
         let mut outside = call.clone();
-        assert_eq!(plan(&mut outside, false), Plan::default(), "no session, no form");
+        assert_eq!(plan(&mut outside, false), FormPlan::default(), "no session, no form");
         assert!(outside.pointer("/params/task").is_some(), "left as it came");
-        assert_eq!(plan(&mut call, true), Plan { answer: Some(Answer::Call), mark: true, rewritten: true });
+        assert_eq!(plan(&mut call, true), FormPlan { answer: Some(Answer::Call), mark: true, rewritten: true });
         assert_eq!(call.pointer("/params/task"), None);
         assert_eq!(
             call.pointer("/params/_meta/io.modelcontextprotocol~1clientCapabilities/extensions"),
@@ -171,7 +171,7 @@ mod tests {
         assert_eq!(call.pointer("/params/name"), Some(&json!("run_workflow")));
 
         let mut plain = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "x"}});
-        assert_eq!(plan(&mut plain, true), Plan::default(), "a call without params.task is today's call");
+        assert_eq!(plan(&mut plain, true), FormPlan::default(), "a call without params.task is today's call");
 
         let mut ours = json!({"jsonrpc": "2.0", "id": 3, "method": "tasks/get",
             "params": {"taskId": format!("{ID_PREFIX}00")}});
@@ -179,12 +179,12 @@ mod tests {
         assert_eq!(ours["method"], json!(GET));
         let mut extension = json!({"jsonrpc": "2.0", "id": 4, "method": "tasks/cancel",
             "params": {"taskId": "task_00"}});
-        assert_eq!(plan(&mut extension, true), Plan::default(), "an extension-form task stays with rmcp");
+        assert_eq!(plan(&mut extension, true), FormPlan::default(), "an extension-form task stays with rmcp");
         assert_eq!(extension["method"], json!("tasks/cancel"));
 
         let mut list = json!({"jsonrpc": "2.0", "id": 5, "method": "tasks/list"});
-        assert_eq!(plan(&mut list, true), Plan { answer: None, mark: true, rewritten: false });
-        assert_eq!(plan(&mut list, false), Plan::default(), "the stateless revision has no tasks/list");
+        assert_eq!(plan(&mut list, true), FormPlan { answer: None, mark: true, rewritten: false });
+        assert_eq!(plan(&mut list, false), FormPlan::default(), "the stateless revision has no tasks/list");
         let mut init = json!({"jsonrpc": "2.0", "id": 6, "method": "initialize", "params": {}});
         assert_eq!(plan(&mut init, false).answer, Some(Answer::Initialize));
     }

@@ -30,6 +30,7 @@ use rmcp::service::Peer;
 use serde_json::Value;
 
 use crate::operations::Context;
+use crate::operations::execute::ExecuteAnswer;
 use crate::policy::approvals;
 
 /// The `inputRequests` key of the approval's elicitation.
@@ -44,15 +45,13 @@ pub(super) struct Held {
     url: String,
 }
 
-/// The approval of a held execute's response, if it is one.
-pub(super) fn held(response: &Value) -> Option<Held> {
-    if response["outcome"]["status"] != pilotage_protocol::outcome::APPROVAL_REQUIRED {
+/// The approval of a held execute's answer, if it is one.
+pub(super) fn held(answer: &ExecuteAnswer) -> Option<Held> {
+    if answer.response.outcome.status != pilotage_protocol::outcome::APPROVAL_REQUIRED {
         return None;
     }
-    Some(Held {
-        id: response["approval"]["id"].as_str()?.to_owned(),
-        url: response["approval"]["url"].as_str()?.to_owned(),
-    })
+    let approval = answer.approval.as_ref()?;
+    Some(Held { id: approval.id.clone(), url: approval.url.clone() })
 }
 
 fn message(held: &Held) -> String {
@@ -149,13 +148,13 @@ async fn until_decided(context: &Context, id: &str, deadline: Instant) -> bool {
 
 /// The held answer after a wait that ended without a decision: its error
 /// says so.
-pub(super) fn after_wait(mut response: Value, waited: Waited, limit: Duration) -> Value {
+pub(super) fn after_wait(mut answer: ExecuteAnswer, waited: Waited, limit: Duration) -> ExecuteAnswer {
     let note = match waited {
         Waited::Refused => "the person declined to open the approval page".to_owned(),
         _ => format!("waited {} s and nobody decided yet", limit.as_secs()),
     };
-    if let Some(error) = response["outcome"]["error"].as_str() {
-        response["outcome"]["error"] = Value::String(format!("{error} ({note})"));
+    if let Some(error) = answer.response.outcome.error.as_mut() {
+        *error = format!("{error} ({note})");
     }
-    response
+    answer
 }

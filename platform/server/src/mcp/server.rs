@@ -471,10 +471,12 @@ impl ServerHandler for PilotageServer {
                     };
                     result = match waited {
                         approval_wait::Waited::Decided => operations::execute::execute(&context, &slot, &args).await,
-                        other => result
-                            .map(|response| approval_wait::after_wait(response, other, self.platform.approval_wait())),
+                        other => {
+                            result.map(|answer| approval_wait::after_wait(answer, other, self.platform.approval_wait()))
+                        }
                     };
                 }
+                let result = result.map(|answer| answer.to_value());
                 return run_envelope(result, slot.exposure.loop_tools.trace.as_deref());
             }
             ToolRole::Trace(slot) => {

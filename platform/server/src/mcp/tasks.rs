@@ -20,7 +20,7 @@ use rmcp::model::{CallToolResponse, CreateTaskResult, DetailedTask, JsonObject, 
 use serde_json::Value;
 
 use super::content::run_envelope;
-use crate::operations::execute::execute_with;
+use crate::operations::execute::{ExecuteAnswer, execute_with};
 use crate::operations::{Context, OpError};
 use crate::tenancy::LanguageSlot;
 use pilotage_engine::clock::rfc3339;
@@ -162,24 +162,21 @@ pub(super) async fn start(
 /// result, or of the JSON-RPC error) of a task whose execute answered
 /// `result`.
 fn ending(
-    result: Result<Value, OpError>,
+    result: Result<ExecuteAnswer, OpError>,
     cancel_asked: bool,
     trace_tool: Option<&str>,
 ) -> (&'static str, String, Option<String>) {
-    let outcome = result.as_ref().ok().and_then(|value| value.get("outcome")).cloned();
-    let run_id = result.as_ref().ok().and_then(|value| value.get("run_id")).and_then(Value::as_str).map(str::to_owned);
-    match run_envelope(result, trace_tool) {
+    let response = result.as_ref().ok().map(|answer| &answer.response);
+    let outcome = response.map(|response| response.outcome.clone());
+    let run_id = response.map(|response| response.run_id.clone());
+    match run_envelope(result.map(|answer| answer.to_value()), trace_tool) {
         Ok(CallToolResponse::Complete(call)) => {
             let text = serde_json::to_string(&call).ok();
-            let status = outcome.as_ref().and_then(|o| o.get("status")).and_then(Value::as_str).unwrap_or("");
-            let ok = outcome.as_ref().and_then(|o| o.get("ok")).and_then(Value::as_bool) == Some(true);
+            let status = outcome.as_ref().map_or("", |o| o.status.as_str());
+            let ok = outcome.as_ref().is_some_and(|o| o.ok);
             let cancelled = cancel_asked
                 && !ok
-                && outcome
-                    .as_ref()
-                    .and_then(|o| o.get("error"))
-                    .and_then(Value::as_str)
-                    .is_some_and(|e| e.starts_with("cancelled"));
+                && outcome.as_ref().and_then(|o| o.error.as_deref()).is_some_and(|e| e.starts_with("cancelled"));
             let run = run_id.map(|id| format!(" (run_id {id})")).unwrap_or_default();
             if cancelled {
                 ("cancelled", format!("the Run was cancelled and stopped{run}: outcome {status}"), text)

@@ -8,13 +8,11 @@ use pilotage_engine::admission::Pool;
 use pilotage_protocol::outcome::{CATALOG_DRIFT, Outcome, RESOURCE_EXHAUSTED, VALIDATION_ERROR};
 use pilotage_protocol::request_error::RequestErrorKind;
 use pilotage_protocol::requests::{ExecuteResponse, TraceFetchResponse};
-use pilotage_protocol::retention::Retention;
 use pilotage_protocol::trace::TraceLevel;
-use pilotage_store::RunRow;
 use serde_json::Value;
 
 use super::assertions::{Assertions, InputAt};
-use super::execute::{FIRING_RETENTION, Held, RunMode, RunRequest, internal, observe_outcome, run_detached};
+use super::execute::{Held, Record, RunMode, RunRequest, internal, observe_outcome, run_detached, store_record};
 use super::validate::validated;
 use super::{Context, OpError, request_error};
 use crate::tenancy::LanguageSlot;
@@ -93,7 +91,7 @@ pub(crate) async fn fire(
                 mode,
                 run_id: run_id.to_owned(),
                 requested_level: Some(TraceLevel::Full),
-                store: Some(true),
+                retained: true,
                 key: None,
                 control: Default::default(),
                 assertions: assertions.ok().flatten(),
@@ -136,39 +134,31 @@ pub(crate) async fn fire(
         narration: None,
         assertions: None,
     };
-    let now = context.platform.clock().now_ms();
-    let principal = &context.caller.principal;
-    let span = Retention::parse(FIRING_RETENTION).ok().and_then(|r| match r {
-        Retention::Duration { span, .. } => Some(span.as_millis() as i64),
-        _ => None,
-    });
-    let row = RunRow {
-        run_id: run_id.to_owned(),
-        tenant: principal.tenant.clone(),
-        issuer: principal.issuer.clone(),
-        subject: principal.subject.clone(),
-        language,
-        session_id: None,
-        recorded_level: TraceLevel::Full.as_str().to_owned(),
-        record: serde_json::to_string(&record).unwrap_or_default(),
-        status: record.outcome.status.clone(),
-        created_at: now,
-        expires_at: Some(now.saturating_add(span.unwrap_or(0))),
-    };
-    let inserted = context.platform.store().run_insert(&row).await;
+    let stored = store_record(
+        context,
+        Record {
+            record: &record,
+            plan: None,
+            language: &language,
+            recorded_level: TraceLevel::Full,
+            retention: &slot.exposure.retention,
+            firing: true,
+        },
+    )
+    .await;
     // A refused firing is a Run of the tenant's usage that ran nothing.
     context.platform.count_usage(
-        &principal.tenant,
+        &context.caller.principal.tenant,
         &crate::tenancy::usage::RunUsage {
             kind: crate::tenancy::usage::UsageKind::Firing,
-            outcome: &row.status,
+            outcome: &record.outcome.status,
             invocations: 0,
             fuel: 0,
             wall_time: std::time::Duration::ZERO,
-            stored_bytes: if inserted.is_ok() { row.record.len() as u64 } else { 0 },
+            stored_bytes: *stored.as_ref().unwrap_or(&0),
         },
     );
-    inserted.map_err(|e| internal(&e))?;
+    stored.map_err(|e| internal(&e))?;
     Ok(ExecuteResponse {
         run_id: run_id.to_owned(),
         outcome: refusal,

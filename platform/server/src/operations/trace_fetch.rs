@@ -14,27 +14,17 @@
 //! Invariant: the facts (`run_id`, `outcome`, `output`, `trace`) do not
 //! depend on the `question`; only `narration` does.
 
-use serde::Deserialize;
 use serde_json::Value;
 
 use super::narration::{QUESTION_MAX_CHARS, narrate};
 use super::{Context, OpError, arguments, request_error, storage_error};
 use crate::tenancy::LanguageSlot;
 use pilotage_protocol::request_error::RequestErrorKind;
-use pilotage_protocol::requests::TraceFetchResponse;
+use pilotage_protocol::requests::{TraceFetchRequest, TraceFetchResponse};
 use pilotage_protocol::trace::{TraceLevel, at_level};
 
 /// The one message of every unreachable Run.
 pub(crate) const UNKNOWN_RUN: &str = "unknown run: it may have expired, not have been stored, or not be yours";
-
-#[derive(Debug, Deserialize)]
-struct TraceArguments {
-    run_id: String,
-    #[serde(default)]
-    trace_level: Option<String>,
-    #[serde(default)]
-    question: Option<String>,
-}
 
 /// Serves a trace-fetch loop tool (Part II §6.6): the stored record at the
 /// lower of the requested and recorded levels, with `narration` where the
@@ -46,7 +36,7 @@ struct TraceArguments {
 /// [`QUESTION_MAX_CHARS`]; `not_found` for every Run the caller cannot
 /// fetch.
 pub(crate) async fn trace(context: &Context, slot: &LanguageSlot, raw: &Value) -> Result<Value, OpError> {
-    let args: TraceArguments = arguments(raw)?;
+    let args: TraceFetchRequest = arguments(raw)?;
     let requested = match args.trace_level.as_deref() {
         None => None,
         Some("none") => {

@@ -11,7 +11,7 @@
 //! JSON line with the JSON log format).
 
 use pilotage_protocol::plan::Plan;
-use pilotage_store::{ApprovalRow, AuditRow, Decision as StoreDecision, StoreError};
+use pilotage_store::{ApprovalDecision, ApprovalRow, AuditRow, StoreError};
 use serde_json::{Value, json};
 use sha2::Digest;
 
@@ -109,14 +109,30 @@ pub(crate) fn page_url(platform: &Platform, id: &str) -> String {
     format!("{}/approvals/{id}", platform.public_url())
 }
 
-/// The `approval` member of a held or rejected Run's response.
-pub(crate) fn member(platform: &Platform, row: &ApprovalRow) -> Value {
-    json!({
-        "id": row.id,
-        "state": row.state,
-        "url": page_url(platform, &row.id),
-        "expires_at": pilotage_engine::clock::rfc3339(row.expires_at),
-    })
+/// The `approval` member of a held or rejected Run's response (the
+/// platform's member beside the outcome): the approval's id, its state
+/// (`pending`, `rejected`), the page a person decides on, and when it
+/// expires (RFC 3339).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub(crate) struct ApprovalMember {
+    /// The approval's id.
+    pub id: String,
+    /// Its state when answered.
+    pub state: String,
+    /// Its page ([`page_url`]).
+    pub url: String,
+    /// When it expires.
+    pub expires_at: String,
+}
+
+/// The `approval` member of `row`.
+pub(crate) fn member(platform: &Platform, row: &ApprovalRow) -> ApprovalMember {
+    ApprovalMember {
+        id: row.id.clone(),
+        state: row.state.clone(),
+        url: page_url(platform, &row.id),
+        expires_at: pilotage_engine::clock::rfc3339(row.expires_at),
+    }
 }
 
 /// Uses an approval of `asked` for `run_id` when one is approved, else
@@ -246,7 +262,11 @@ pub(crate) async fn decide(
     let now = platform.clock().now_ms();
     let state = if approve { "approved" } else { "rejected" };
     let decided = store
-        .approval_decide(tenant, id, &StoreDecision { state, by: &approver.decided_by(), from: address, now_ms: now })
+        .approval_decide(
+            tenant,
+            id,
+            &ApprovalDecision { state, by: &approver.decided_by(), from: address, now_ms: now },
+        )
         .await?;
     if !decided {
         let row = store.approval(tenant, id).await?.ok_or(DecideError::NotFound)?;

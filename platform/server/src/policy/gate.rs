@@ -6,11 +6,10 @@
 use pilotage_protocol::plan::Plan;
 use pilotage_protocol::risk::RiskHints;
 use pilotage_store::StoreError;
-use serde_json::Value;
 
 use super::approvals::{self, Admission, Asked};
 use super::budgets::{self, Taken};
-use super::{APPROVAL_REJECTED, APPROVAL_REQUIRED, BUDGET_EXCEEDED, Decision, POLICY_DENIED, Request};
+use super::{APPROVAL_REJECTED, APPROVAL_REQUIRED, BUDGET_EXCEEDED, POLICY_DENIED, Request, Ruling};
 use crate::tenancy::{Platform, Tenant};
 
 /// What the gate says.
@@ -27,7 +26,7 @@ pub(crate) enum Gate {
         /// The outcome's error.
         error: String,
         /// The `approval` member.
-        approval: Option<Value>,
+        approval: Option<approvals::ApprovalMember>,
     },
 }
 
@@ -55,7 +54,7 @@ pub(crate) async fn pass(
     let request = Request { language: asked.language, hints, kind: asked.kind, scopes };
     let (decision, rule) = policy.decide(&request);
     platform.engine().metrics().policy_decision(decision.as_str());
-    if decision == Decision::Deny {
+    if decision == Ruling::Deny {
         approvals::audit(
             platform,
             &asked.actor(),
@@ -86,7 +85,7 @@ pub(crate) async fn pass(
             });
         }
     };
-    if decision == Decision::Allow {
+    if decision == Ruling::Allow {
         return Ok(Gate::Pass(taken));
     }
     let asked = Asked { rule, ..*asked };

@@ -3,7 +3,7 @@
 //!
 //! An operator sets, per tenant, [`Rule`]s that map a plan's maximum risk
 //! (computed from `risk_hints`, never from labels, §5.3) to a
-//! [`Decision`]: `allow`, `approve` (a human approves this exact request
+//! [`Ruling`]: `allow`, `approve` (a human approves this exact request
 //! first, [`approvals`]) or `deny`; and [`Budget`]s (Runs per window by
 //! risk, per principal or for the whole tenant, [`budgets`]). The first
 //! rule that matches decides; none matching allows, so the default policy
@@ -28,6 +28,6 @@ pub(crate) mod settings_file;
 // this module enforces it.
 pub(crate) use crate::tenancy::policy::KEEP_MS;
 pub use crate::tenancy::policy::{
-    APPROVAL_REJECTED, APPROVAL_REQUIRED, BUDGET_EXCEEDED, Budget, BudgetHolder, Decision, POLICY_DENIED, Policy,
-    PolicyError, Request, RiskClass, Rule, RunKind, STATUSES,
+    APPROVAL_REJECTED, APPROVAL_REQUIRED, BUDGET_EXCEEDED, Budget, BudgetHolder, POLICY_DENIED, Policy, PolicyError,
+    Request, RiskClass, Rule, Ruling, RunKind, STATUSES,
 };

@@ -1,6 +1,6 @@
 //! A tenant's policy on risk, as the tenant holds it: [`Rule`]s mapping a
 //! plan's maximum risk (from `risk_hints`, never labels, Part II §5.3) to a
-//! [`Decision`], [`Budget`]s of Runs per window, and the checks a stored or
+//! [`Ruling`], [`Budget`]s of Runs per window, and the checks a stored or
 //! submitted policy must pass. The model only: `crate::policy` enforces it
 //! (the gate, approvals, budgets), above the tenancy it reads.
 
@@ -128,7 +128,7 @@ impl RunKind {
 /// What a rule decides.
 #[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq, Hash)]
 #[serde(rename_all = "snake_case")]
-pub enum Decision {
+pub enum Ruling {
     /// Run.
     Allow,
     /// Hold until a human approves this exact request.
@@ -137,13 +137,13 @@ pub enum Decision {
     Deny,
 }
 
-impl Decision {
+impl Ruling {
     /// Its wire name.
     pub fn as_str(self) -> &'static str {
         match self {
-            Decision::Allow => "allow",
-            Decision::Approve => "approve",
-            Decision::Deny => "deny",
+            Ruling::Allow => "allow",
+            Ruling::Approve => "approve",
+            Ruling::Deny => "deny",
         }
     }
 }
@@ -156,7 +156,7 @@ pub struct Rule {
     /// The least risk class the rule applies to.
     pub risk: RiskClass,
     /// What it decides.
-    pub decision: Decision,
+    pub decision: Ruling,
     /// Also when the plan may reach outside the server's domain
     /// (`openWorld`), whatever its class; default false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -298,7 +298,7 @@ impl Policy {
         Policy {
             rules: vec![Rule {
                 risk: RiskClass::Write,
-                decision: Decision::Approve,
+                decision: Ruling::Approve,
                 open_world: true,
                 languages: Vec::new(),
                 runs: default_runs(),
@@ -312,7 +312,7 @@ impl Policy {
     /// Whether this is the policy that allows everything (a lower
     /// invocation bound is applied apart, to the Run).
     pub fn allows_all(&self) -> bool {
-        self.rules.iter().all(|rule| rule.decision == Decision::Allow) && self.budgets.is_empty()
+        self.rules.iter().all(|rule| rule.decision == Ruling::Allow) && self.budgets.is_empty()
     }
 
     /// How long an approval request counts, in ms.
@@ -322,7 +322,7 @@ impl Policy {
 
     /// The decision on `request` and the index of the rule that made it
     /// (`None`: no rule matched, allowed).
-    pub fn decide(&self, request: &Request<'_>) -> (Decision, Option<usize>) {
+    pub fn decide(&self, request: &Request<'_>) -> (Ruling, Option<usize>) {
         let class = RiskClass::of(&request.hints);
         self.rules
             .iter()
@@ -333,7 +333,7 @@ impl Policy {
                     && rule.scopes.iter().all(|scope| request.scopes.contains(scope))
                     && !rule.except_scopes.iter().any(|scope| request.scopes.contains(scope))
             })
-            .map_or((Decision::Allow, None), |index| (self.rules[index].decision, Some(index)))
+            .map_or((Ruling::Allow, None), |index| (self.rules[index].decision, Some(index)))
     }
 
     /// The budgets `request` counts against, with their indexes.
@@ -376,7 +376,7 @@ mod tests {
         let policy = Policy::default();
         assert!(policy.allows_all());
         for hints in [RiskHints::SAFE, RiskHints::WRITE, RiskHints::DESTRUCTIVE] {
-            assert_eq!(policy.decide(&request(hints, RunKind::Immediate, &none)), (Decision::Allow, None));
+            assert_eq!(policy.decide(&request(hints, RunKind::Immediate, &none)), (Ruling::Allow, None));
         }
     }
 
@@ -394,24 +394,21 @@ mod tests {
         assert!(!policy.allows_all());
         assert_eq!(
             policy.decide(&request(RiskHints::DESTRUCTIVE, RunKind::Immediate, &none)),
-            (Decision::Approve, Some(1))
+            (Ruling::Approve, Some(1))
         );
-        assert_eq!(
-            policy.decide(&request(RiskHints::DESTRUCTIVE, RunKind::Deploy, &none)),
-            (Decision::Approve, Some(1))
-        );
+        assert_eq!(policy.decide(&request(RiskHints::DESTRUCTIVE, RunKind::Deploy, &none)), (Ruling::Approve, Some(1)));
         // Test runs are not named: allowed.
-        assert_eq!(policy.decide(&request(RiskHints::DESTRUCTIVE, RunKind::Test, &none)), (Decision::Allow, None));
+        assert_eq!(policy.decide(&request(RiskHints::DESTRUCTIVE, RunKind::Test, &none)), (Ruling::Allow, None));
         assert_eq!(
             policy.decide(&request(RiskHints::DESTRUCTIVE, RunKind::Immediate, &trusted)),
-            (Decision::Allow, Some(2))
+            (Ruling::Allow, Some(2))
         );
         let intern: BTreeSet<String> = ["ops:intern".to_owned()].into();
         assert_eq!(
             policy.decide(&request(RiskHints::DESTRUCTIVE, RunKind::Immediate, &intern)),
-            (Decision::Deny, Some(0))
+            (Ruling::Deny, Some(0))
         );
-        assert_eq!(policy.decide(&request(RiskHints::SAFE, RunKind::Immediate, &none)), (Decision::Allow, None));
+        assert_eq!(policy.decide(&request(RiskHints::SAFE, RunKind::Immediate, &none)), (Ruling::Allow, None));
     }
 
     #[test]
@@ -419,8 +416,8 @@ mod tests {
         let none = BTreeSet::new();
         let policy = policy(r#"{"rules": [{"risk": "destructive", "open_world": true, "decision": "approve"}]}"#);
         let reaching_out = RiskHints { read_only: true, destructive: false, open_world: true };
-        assert_eq!(policy.decide(&request(reaching_out, RunKind::Immediate, &none)).0, Decision::Approve);
-        assert_eq!(policy.decide(&request(RiskHints::WRITE, RunKind::Immediate, &none)).0, Decision::Allow);
+        assert_eq!(policy.decide(&request(reaching_out, RunKind::Immediate, &none)).0, Ruling::Approve);
+        assert_eq!(policy.decide(&request(RiskHints::WRITE, RunKind::Immediate, &none)).0, Ruling::Allow);
     }
 
     #[test]

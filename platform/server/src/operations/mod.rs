@@ -2,9 +2,11 @@
 //! serves them to one caller. The MCP layer turns arguments into these
 //! calls and their results into tool results; nothing here knows MCP.
 //!
-//! Every operation returns either a `structuredContent` value or an
-//! [`OpError`]: a request error (Part III §7.2) or a structural fault that
-//! the binding reports as a carrier error (Part III §7.1).
+//! Every operation returns its result or an [`OpError`]: a request error
+//! (Part III §7.2) or a structural fault that the binding reports as a
+//! carrier error (Part III §7.1). Execute's result is typed
+//! (`execute::ExecuteAnswer`), and only the MCP binding turns it into
+//! `structuredContent`; the others still answer a JSON value.
 
 pub(crate) mod assertions;
 mod context;

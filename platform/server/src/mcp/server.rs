@@ -480,7 +480,9 @@ impl ServerHandler for PilotageServer {
                 return run_envelope(result, slot.exposure.loop_tools.trace.as_deref());
             }
             ToolRole::Trace(slot) => {
-                let result = operations::trace_fetch::trace(&context, &slot, &args).await;
+                let result = operations::trace_fetch::trace(&context, &slot, &args)
+                    .await
+                    .map(|record| serde_json::to_value(record).unwrap_or(Value::Null));
                 return run_envelope(result, slot.exposure.loop_tools.trace.as_deref());
             }
             ToolRole::Promote(slot) => operations::promote::promote(&context, &slot, &args).await,

@@ -35,7 +35,7 @@ pub(crate) const UNKNOWN_RUN: &str = "unknown run: it may have expired, not have
 /// `question` where narration is not declared, or for one longer than
 /// [`QUESTION_MAX_CHARS`]; `not_found` for every Run the caller cannot
 /// fetch.
-pub(crate) async fn trace(context: &Context, slot: &LanguageSlot, raw: &Value) -> Result<Value, OpError> {
+pub(crate) async fn trace(context: &Context, slot: &LanguageSlot, raw: &Value) -> Result<TraceFetchResponse, OpError> {
     let args: TraceFetchRequest = arguments(raw)?;
     let requested = match args.trace_level.as_deref() {
         None => None,
@@ -84,7 +84,7 @@ pub(crate) async fn trace(context: &Context, slot: &LanguageSlot, raw: &Value) -
     if narrates {
         record.narration = Some(narrate(&record, question, &slot.description().run_statuses));
     }
-    Ok(serde_json::to_value(record).unwrap_or(Value::Null))
+    Ok(record)
 }
 
 /// The `question` to answer (Part II §6.6, Part III §4.4): `None` when

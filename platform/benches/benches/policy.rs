@@ -187,7 +187,8 @@ async fn approve_to_answer(server: &Server, connection: &Connection) {
         };
         let id = held["approval"]["id"].as_str().expect("held for approval").to_owned();
         let now = pilotage_engine::clock::system_now_ms();
-        let decision = pilotage_store::ApprovalDecision { state: "approved", by: "bench", from: "127.0.0.1", now_ms: now };
+        let decision =
+            pilotage_store::ApprovalDecision { state: "approved", by: "bench", from: "127.0.0.1", now_ms: now };
         assert!(server.platform.store().approval_decide("demo", &id, &decision).await.expect("the store answers"));
         let started = Instant::now();
         let again = connection.call("run_workflow", arguments).await.expect("an answer");
